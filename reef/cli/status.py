@@ -1,0 +1,60 @@
+"""`reef status`: what a running server's learners are doing."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from typing import Any
+
+import httpx
+from rich.console import Console
+from rich.table import Table
+
+
+def add_server_flags(parser: argparse.ArgumentParser) -> None:
+    """`--url` and `--token` (env REEF_URL, REEF_TOKEN) for commands that talk to a running server."""
+    parser.add_argument("--url", default=os.environ.get("REEF_URL", "http://127.0.0.1:8900"), help="server URL")
+    parser.add_argument("--token", default=os.environ.get("REEF_TOKEN"), help="bearer token (env REEF_TOKEN)")
+
+
+def server_headers(args: argparse.Namespace) -> dict[str, str]:
+    return {"authorization": f"Bearer {args.token}"} if args.token else {}
+
+
+def add_status_command(subparsers: Any) -> None:
+    parser = subparsers.add_parser("status", help="show each scenario's learner state on a running server")
+    add_server_flags(parser)
+    parser.add_argument("--json", action="store_true", help="print the raw JSON")
+    parser.set_defaults(handler=run_status)
+
+
+def run_status(args: argparse.Namespace) -> int:
+    try:
+        response = httpx.get(f"{args.url.rstrip('/')}/reef/status", headers=server_headers(args), timeout=10)
+    except httpx.HTTPError as exc:
+        print(f"reef: cannot reach {args.url}: {exc}")
+        return 1
+    if response.status_code != 200:
+        print(f"reef: {response.status_code} {response.text}")
+        return 1
+    status = response.json()
+    if args.json:
+        print(json.dumps(status, indent=2))
+        return 0
+    table = Table(title=f"Reef {status.get('version', '')} at {args.url}")
+    for column in ("scenario", "step", "buffered", "job", "last verdict", "current release", "errors"):
+        table.add_column(column)
+    for name, state in sorted((status.get("scenarios") or {}).items()):
+        last = state.get("last_commit") or {}
+        table.add_row(
+            name,
+            str(state.get("step", "")),
+            str(state.get("buffered_samples", "")),
+            str(state.get("job_state", "")),
+            str(last.get("verdict", "")),
+            str(state.get("current_release_id") or "")[:12],
+            str(len(state.get("errors") or [])),
+        )
+    Console().print(table)
+    return 0

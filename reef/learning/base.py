@@ -1,0 +1,115 @@
+"""Contracts of the learning layer (DESIGN.md): Processor, Recipe, TrainingBackend, Evaluator, Selector."""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, ClassVar, Literal
+
+from reef.core.records import Record
+from reef.core.settings import Settings
+
+Surface = Literal["weights", "harness", "none"]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Batch:
+    """Training units a processor has made ready, with the ids of every record they consume."""
+
+    batch_id: str
+    samples: list[dict[str, Any]]
+    record_ids: list[str]
+
+
+class Processor(abc.ABC):
+    """Turns a scenario's records into training batches; pure, fast, no I/O."""
+
+    @abc.abstractmethod
+    def ingest(self, record: Record) -> None:
+        """Take one record (inference or report) in sequence order."""
+
+    @abc.abstractmethod
+    def ready(self) -> int:
+        """How many training units are buffered and usable."""
+
+    @abc.abstractmethod
+    def build_batch(self) -> Batch | None:
+        """Take a batch of ready units (None if not enough); it stays reserved until acknowledged."""
+
+    @abc.abstractmethod
+    def acknowledge(self, batch_id: str) -> None:
+        """Forget a batch once its step is committed."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class TrainingJob:
+    """One training job, run outside the server process.
+
+    `samples` are JSON-able dicts whose shape the `loss` understands (token ids, advantages, …).
+    """
+
+    base_model_path: Path
+    parent_adapter_path: Path | None
+    samples: list[dict[str, Any]]
+    loss: str  # "sft" | "rl" | "grpo" | dotted function
+    config: dict[str, Any]
+    output_dir: Path
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class TrainingResult:
+    """The candidate adapter directory and the job's metrics (loss per step, …)."""
+
+    adapter_path: Path
+    metrics: dict[str, Any]
+
+
+class TrainingBackend(abc.ABC):
+    """Runs one training job outside the server process (`local` subprocess or `ray` task)."""
+
+    @abc.abstractmethod
+    def run(self, job: TrainingJob, progress: Any = None) -> TrainingResult:
+        """Run `job` to completion (blocking; call from a worker thread); `progress(dict)` gets per-step events."""
+
+
+class Evaluator(abc.ABC):
+    """Scores a release (or candidate) on a scenario's held-out tasks."""
+
+    @abc.abstractmethod
+    async def paired_scores(
+        self, scenario: str, candidate_path: Path | None, current_release_id: str | None
+    ) -> tuple[list[float], list[float]]:
+        """(candidate scores, current scores): same tasks, same sampling, interleaved."""
+
+
+class Selector(abc.ABC):
+    """Decides whether a candidate replaces the serving release."""
+
+    @abc.abstractmethod
+    def accept(self, candidate: Sequence[float], current: Sequence[float]) -> tuple[bool, str]:
+        """(accepted, human-readable reason)."""
+
+
+class Recipe(abc.ABC):
+    """How a scenario learns: surface, report schema, processor, growth, and evaluation policy.
+
+    Chosen in YAML (`learning.recipe`) by name (`reef.recipes.<name>`) or `package.module:Class`.
+    """
+
+    name: ClassVar[str]
+    surface: ClassVar[Surface]
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+
+    def validate_report(self, report: dict[str, Any]) -> None:
+        """Raise BadRequest naming the field if a report body lacks what this recipe needs."""
+
+    def seed(self, directory: Path) -> None:
+        """Write the content of a new scenario's base release into `directory` (nothing by default)."""
+
+    @abc.abstractmethod
+    def processor(self) -> Processor | None:
+        """A fresh processor for one scenario; None for recipes that do not learn."""

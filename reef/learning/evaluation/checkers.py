@@ -1,0 +1,70 @@
+"""Checkers: score a model's answer to a task in [0, 1].
+
+Built in: `exact` (whitespace-trimmed equality), `contains` (the answer appears in the text), `regex`
+(`re.search` of `pattern`), `numeric` (the last number in the text equals `answer` within `tolerance`).
+Anything else is `package.module:function`, called as `function(text, task) -> float | bool`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+import re
+from collections.abc import Callable
+from functools import cache
+from typing import Any
+
+from reef.core.errors import BadRequest
+from reef.learning.evaluation.tasks import Task
+
+_NUMBER = re.compile(r"[-+]?(?:\d+(?:,\d{3})*(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?")
+
+
+def check(task: Task, text: str) -> float:
+    """The score of `text` as an answer to `task`."""
+    if task.checker == "exact":
+        return float(text.strip() == str(task.answer).strip())
+    if task.checker == "contains":
+        return float(str(task.answer).strip() in text)
+    if task.checker == "regex":
+        pattern = task.pattern if task.pattern is not None else str(task.answer)
+        return float(_compiled(pattern).search(text) is not None)
+    if task.checker == "numeric":
+        return _numeric(text, task)
+    return _score(custom_checker(task.checker)(text, task))
+
+
+def _numeric(text: str, task: Task) -> float:
+    numbers = _NUMBER.findall(text)
+    if not numbers:
+        return 0.0
+    # The last number: a model that explains itself ("20 + 2 = 22") usually ends on its answer.
+    found = float(numbers[-1].replace(",", ""))
+    expected = float(task.answer)
+    tolerance = float(task.extra.get("tolerance", 1e-6))
+    return float(math.isclose(found, expected, rel_tol=tolerance, abs_tol=tolerance))
+
+
+def _score(value: Any) -> float:
+    score = float(value)
+    if not math.isfinite(score):
+        raise ValueError(f"a checker returned a non-finite score: {value!r}")
+    return score
+
+
+@cache
+def _compiled(pattern: str) -> re.Pattern[str]:
+    return re.compile(pattern)
+
+
+@cache
+def custom_checker(dotted: str) -> Callable[[str, Task], Any]:
+    """Import `package.module:function`; raises BadRequest if it cannot be found."""
+    module_name, _, attribute = dotted.partition(":")
+    try:
+        function = getattr(importlib.import_module(module_name), attribute)
+    except (ImportError, AttributeError) as exc:
+        raise BadRequest(f"cannot import checker {dotted!r}: {exc}", field="checker")
+    if not callable(function):
+        raise BadRequest(f"{dotted!r} is not callable", field="checker")
+    return function

@@ -1,0 +1,96 @@
+"""Paired evaluation on held-out tasks through the engine (never recorded: it bypasses the service).
+
+The candidate and the serving release answer the same tasks with the same sampling; each task's two requests
+go out together, so any drift in the engine (load, batching) hits both sides alike.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from reef.core.scenarios import Dialect
+from reef.core.settings import Settings
+from reef.inference.base import Engine, RequestContext
+from reef.learning.base import Evaluator
+from reef.learning.evaluation.checkers import check
+from reef.learning.evaluation.tasks import Task, load_tasks
+
+log = logging.getLogger(__name__)
+
+ContextFor = Callable[[str, str | None], RequestContext]
+CandidatePrompt = Callable[[Path], str | None]
+
+
+class TaskEvaluator(Evaluator):
+    """Scores candidate and current release on `settings.evaluation.tasks` with the configured checkers."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        settings: Settings,
+        *,
+        context_for: ContextFor | None = None,
+        candidate_prompt: CandidatePrompt | None = None,
+        max_parallel_tasks: int = 4,
+    ) -> None:
+        self.engine = engine
+        self.settings = settings
+        self._context_for = context_for or (lambda scenario, release_id: RequestContext(scenario, release_id))
+        self._candidate_prompt = candidate_prompt or (lambda path: None)
+        self._max_parallel_tasks = max_parallel_tasks
+
+    def tasks(self, scenario: str) -> list[Task]:
+        """The held-out tasks of `scenario` (re-read each time so an operator can edit the file)."""
+        return load_tasks(self.settings.evaluation.tasks, scenario)
+
+    async def paired_scores(
+        self, scenario: str, candidate_path: Path | None, current_release_id: str | None
+    ) -> tuple[list[float], list[float]]:
+        tasks = self.tasks(scenario)
+        current_ctx = self._context_for(scenario, current_release_id)
+        candidate_ctx = RequestContext(
+            scenario,
+            release_id=current_release_id,
+            candidate_path=candidate_path,
+            system_prompt=self._candidate_prompt(candidate_path) if candidate_path else current_ctx.system_prompt,
+        )
+        limit = asyncio.Semaphore(self._max_parallel_tasks)
+
+        async def pair(task: Task) -> tuple[float, float]:
+            async with limit:
+                candidate, current = await asyncio.gather(
+                    self._score(task, candidate_ctx), self._score(task, current_ctx)
+                )
+                return candidate, current
+
+        pairs = await asyncio.gather(*(pair(task) for task in tasks))
+        return [c for c, _ in pairs], [k for _, k in pairs]
+
+    async def _score(self, task: Task, ctx: RequestContext) -> float:
+        completion = await self.engine.complete(Dialect.CHAT, self._body(task), ctx)
+        if completion.status >= 400:
+            raise RuntimeError(f"task {task.task_id}: the engine answered {completion.status}")
+        return check(task, answer_text(completion.body))
+
+    def _body(self, task: Task) -> dict[str, Any]:
+        inference = self.settings.inference
+        evaluation = self.settings.evaluation
+        return {
+            "model": inference.served_model_name or inference.upstream_model or "reef",
+            "messages": [dict(message) for message in task.messages],
+            "max_tokens": evaluation.max_new_tokens,
+            "temperature": evaluation.temperature,
+            "stream": False,
+        }
+
+
+def answer_text(body: dict[str, Any]) -> str:
+    """The assistant text of a chat completion body (string or list-of-parts content)."""
+    content = body["choices"][0]["message"].get("content") or ""
+    if isinstance(content, list):
+        return "".join(part.get("text", "") for part in content if isinstance(part, dict))
+    return str(content)

@@ -1,0 +1,90 @@
+"""Selection policies: does a candidate replace the serving release, given paired per-task scores?
+
+`score_comparison` (wins − losses > margin), `mean` (mean improves by more than margin), `always`,
+or a dotted `package.module:Class` implementing `Selector`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from collections.abc import Sequence
+
+from reef.core.errors import BadRequest
+from reef.core.settings import Settings
+from reef.learning.base import Selector
+
+
+def _check_paired(candidate: Sequence[float], current: Sequence[float]) -> None:
+    if len(candidate) != len(current):
+        raise ValueError(f"unpaired scores: {len(candidate)} candidate vs {len(current)} current")
+
+
+class ScoreComparison(Selector):
+    """Accept when the candidate wins more tasks than it loses, by more than `margin`."""
+
+    def __init__(self, margin: float = 0.0) -> None:
+        self.margin = margin
+
+    def accept(self, candidate: Sequence[float], current: Sequence[float]) -> tuple[bool, str]:
+        _check_paired(candidate, current)
+        wins = sum(c > k for c, k in zip(candidate, current, strict=True))
+        losses = sum(c < k for c, k in zip(candidate, current, strict=True))
+        accepted = wins - losses > self.margin
+        relation = ">" if accepted else "<="
+        return accepted, f"wins {wins} - losses {losses} = {wins - losses} {relation} margin {self.margin:g}"
+
+
+class MeanImprovement(Selector):
+    """Accept when the candidate's mean score beats the current one's by more than `margin`."""
+
+    def __init__(self, margin: float = 0.0) -> None:
+        self.margin = margin
+
+    def accept(self, candidate: Sequence[float], current: Sequence[float]) -> tuple[bool, str]:
+        _check_paired(candidate, current)
+        if not candidate:
+            return False, "no scores to compare"
+        candidate_mean = sum(candidate) / len(candidate)
+        current_mean = sum(current) / len(current)
+        accepted = candidate_mean - current_mean > self.margin
+        relation = ">" if accepted else "<="
+        return accepted, (
+            f"mean {candidate_mean:.4f} vs {current_mean:.4f}: gain {candidate_mean - current_mean:+.4f} "
+            f"{relation} margin {self.margin:g}"
+        )
+
+
+class Always(Selector):
+    """Accept every candidate (useful for demos and for recipes that guard themselves)."""
+
+    def accept(self, candidate: Sequence[float], current: Sequence[float]) -> tuple[bool, str]:
+        return True, "policy always accepts"
+
+
+BUILTIN_POLICIES = {"score_comparison": ScoreComparison, "mean": MeanImprovement, "always": Always}
+
+
+def load_selector(policy: str, settings: Settings) -> Selector:
+    """The selector named by `policy` (a built-in name or `package.module:Class`); raises BadRequest."""
+    margin = settings.evaluation.margin
+    if policy == "always":
+        return Always()
+    if policy in BUILTIN_POLICIES:
+        return BUILTIN_POLICIES[policy](margin)
+    module_name, separator, attribute = policy.partition(":")
+    if not separator:
+        module_name, _, attribute = policy.rpartition(".")
+    try:
+        cls = getattr(importlib.import_module(module_name), attribute)
+    except (ImportError, AttributeError, ValueError) as exc:
+        raise BadRequest(f"unknown selection policy {policy!r}: {exc}", field="evaluation.policy")
+    if not (inspect.isclass(cls) and issubclass(cls, Selector)):
+        raise BadRequest(f"{policy!r} is not a Selector class", field="evaluation.policy")
+    parameters = inspect.signature(cls).parameters
+    if "settings" in parameters:
+        return cls(settings=settings)
+    if "margin" in parameters:
+        return cls(margin=margin)
+    return cls()
+

@@ -1,0 +1,67 @@
+"""The `ReleaseStore` and `CommitLog` contracts."""
+
+from __future__ import annotations
+
+import abc
+from pathlib import Path
+from typing import Any
+
+from reef.core.releases import Commit, Release, ReleaseOperation
+
+
+class ReleaseStore(abc.ABC):
+    """A per-scenario chain of releases; the head is what serves."""
+
+    @abc.abstractmethod
+    def head(self, scenario: str) -> Release | None:
+        """The serving release of `scenario`, or None if it has none."""
+
+    @abc.abstractmethod
+    def get(self, scenario: str, release_id: str) -> Release:
+        """The release, pending ones included; raises NotFound."""
+
+    @abc.abstractmethod
+    def list(self, scenario: str) -> list[Release]:
+        """Every release of `scenario` (pending ones included), newest first."""
+
+    @abc.abstractmethod
+    def publish(
+        self,
+        scenario: str,
+        content: Path,
+        parent_release_id: str | None,
+        *,
+        operation: ReleaseOperation = "training",
+        step: int = 0,
+        recipe: str = "",
+        metrics: dict[str, Any] | None = None,
+        pending: bool = False,
+    ) -> Release:
+        """Commit the directory `content` as a new release; moves the head by compare-and-swap.
+
+        Raises `Conflict` if the head is not `parent_release_id`. A pending release does not move the head.
+        """
+
+    @abc.abstractmethod
+    def republish(self, scenario: str, release_id: str, operation: ReleaseOperation) -> Release:
+        """Publish the content of an earlier (or pending) release again as a new head (rollback/promote)."""
+
+    @abc.abstractmethod
+    def materialize(self, release: Release) -> Path:
+        """A read-only local directory holding the release's files (cached)."""
+
+
+class CommitLog(abc.ABC):
+    """Append-only, fsync'd log of learner steps per scenario; an append is the commit point of a step."""
+
+    @abc.abstractmethod
+    def append(self, commit: Commit) -> None:
+        """Durably append one step."""
+
+    @abc.abstractmethod
+    def list(self, scenario: str, after_step: int = -1, limit: int = 100) -> list[Commit]:
+        """Steps of `scenario` with step > `after_step`, ascending."""
+
+    @abc.abstractmethod
+    def last(self, scenario: str) -> Commit | None:
+        """The latest step of `scenario`, or None."""

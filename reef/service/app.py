@@ -1,0 +1,60 @@
+"""Building the ASGI app from already-opened parts (the CLI opens them; tests may pass their own)."""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+from fastapi import FastAPI
+from fastapi.responses import ORJSONResponse
+
+import reef
+from reef.core.settings import Settings
+from reef.inference.base import Engine
+from reef.service.errors import install_error_handlers
+from reef.service.metrics import ServiceMetrics
+from reef.service.middleware import EdgeMiddleware
+from reef.service.routes import feedback, inference, scenarios, system
+from reef.storage.base import RecordStore
+
+
+def create_app(settings: Settings, runtime: Any, records: RecordStore, engine: Engine) -> FastAPI:
+    """The Reef HTTP app; `runtime` is the domain facade (reef.learning.runtime.Runtime)."""
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        await engine.start()
+        await runtime.start()
+        try:
+            yield
+        finally:
+            await runtime.stop()
+            await engine.aclose()
+
+    app = FastAPI(
+        title="Reef",
+        version=reef.__version__,
+        description="Serve, record, learn from feedback, and publish better releases of an agent.",
+        lifespan=lifespan,
+        default_response_class=ORJSONResponse,
+    )
+    metrics = ServiceMetrics()
+    app.state.settings = settings
+    app.state.runtime = runtime
+    app.state.records = records
+    app.state.engine = engine
+    app.state.metrics = metrics
+    install_error_handlers(app)
+    for module in (inference, feedback, scenarios, system):
+        app.include_router(module.router)
+    with contextlib.suppress(ImportError):
+        app.include_router(importlib.import_module("reef.service.routes.harness").router)
+    app.add_middleware(
+        EdgeMiddleware,
+        tokens=settings.reef.all_tokens(),
+        max_body_bytes=settings.reef.max_body_bytes,
+        metrics=metrics,
+    )
+    return app

@@ -1,0 +1,54 @@
+"""One table from domain errors to HTTP responses; routes hold no try/except."""
+
+from __future__ import annotations
+
+import logging
+
+import orjson
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from starlette.exceptions import HTTPException
+from starlette.responses import Response
+
+from reef.core.errors import ReefError, Unavailable, UpstreamError, UpstreamTimeout
+
+log = logging.getLogger("reef.service")
+
+
+def error_response(status: int, type_: str, message: str, headers: dict[str, str] | None = None) -> Response:
+    body = orjson.dumps({"error": {"type": type_, "message": message}})
+    return Response(body, status_code=status, media_type="application/json", headers=headers)
+
+
+def _field_of(loc: tuple) -> str:
+    parts = [str(p) for p in loc if p not in ("body", "query", "path", "header")]
+    return ".".join(parts) or "body"
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    """Map ReefError, validation errors and stray exceptions to the PROTOCOL.md error shape."""
+
+    @app.exception_handler(ReefError)
+    async def _reef_error(request: Request, exc: ReefError) -> Response:
+        headers = None
+        if isinstance(exc, Unavailable):
+            headers = {"retry-after": str(max(1, round(exc.retry_after_s)))}
+        if isinstance(exc, UpstreamError | UpstreamTimeout):
+            request.app.state.metrics.upstream_errors.labels(str(exc.status)).inc()
+        return error_response(exc.status, exc.type, exc.message, headers)
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation_error(request: Request, exc: RequestValidationError) -> Response:
+        first = exc.errors()[0] if exc.errors() else {"loc": (), "msg": "invalid request"}
+        field = _field_of(tuple(first.get("loc", ())))
+        return error_response(400, "invalid_request_error", f"{field}: {first.get('msg', 'invalid')}")
+
+    @app.exception_handler(HTTPException)
+    async def _http_error(request: Request, exc: HTTPException) -> Response:
+        type_ = {404: "not_found_error", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
+        return error_response(exc.status_code, type_, str(exc.detail))
+
+    @app.exception_handler(Exception)
+    async def _unexpected(request: Request, exc: Exception) -> Response:
+        log.exception("unhandled error on %s %s", request.method, request.url.path)
+        return error_response(500, "internal_error", "internal error; see the server log")

@@ -1,0 +1,120 @@
+"""Pure-ASGI middleware: auth, body-size limit and request metrics (cheaper than BaseHTTPMiddleware)."""
+
+from __future__ import annotations
+
+import hmac
+import time
+from typing import Any
+
+import orjson
+
+from reef.core.errors import PayloadTooLarge
+from reef.service.metrics import ServiceMetrics
+
+_OPEN_PATHS = frozenset({"/healthz"})
+_FIXED_ROUTES = frozenset(
+    {
+        "/v1/chat/completions",
+        "/v1/responses",
+        "/v1/messages",
+        "/v1/messages/count_tokens",
+        "/v1/models",
+        "/reef/report",
+        "/reef/records",
+        "/reef/records/batch",
+        "/reef/status",
+        "/reef/scenarios",
+        "/healthz",
+        "/metrics",
+    }
+)
+
+
+def route_label(path: str) -> str:
+    """A low-cardinality label for metrics: fixed routes by path, the rest by their first two segments."""
+    if path in _FIXED_ROUTES:
+        return path
+    parts = path.split("/")
+    return "/".join(parts[:3]) + "/…" if len(parts) > 3 else path
+
+
+async def _send_error(send: Any, status: int, type_: str, message: str, extra: list | None = None) -> None:
+    body = orjson.dumps({"error": {"type": type_, "message": message}})
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    await send({"type": "http.response.start", "status": status, "headers": headers + (extra or [])})
+    await send({"type": "http.response.body", "body": body})
+
+
+class EdgeMiddleware:
+    """Checks tokens (constant time, never logged), enforces `max_body_bytes`, and counts requests."""
+
+    def __init__(self, app: Any, tokens: list[str], max_body_bytes: int, metrics: ServiceMetrics) -> None:
+        self.app = app
+        self.tokens = [t.encode() for t in tokens]
+        self.max_body_bytes = max_body_bytes
+        self.metrics = metrics
+
+    def _authorized(self, headers: list[tuple[bytes, bytes]]) -> bool:
+        presented: list[bytes] = []
+        for name, value in headers:
+            if name == b"authorization" and value[:7].lower() == b"bearer ":
+                presented.append(value[7:].strip())
+            elif name == b"x-api-key":
+                presented.append(value.strip())
+        ok = False
+        for candidate in presented:
+            for token in self.tokens:
+                # Evaluate every comparison so timing does not reveal which token matched.
+                ok = hmac.compare_digest(candidate, token) or ok
+        return ok
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        path: str = scope["path"]
+        label = route_label(path)
+        status_box = [500]
+
+        async def send_counting(message: dict) -> None:
+            if message["type"] == "http.response.start":
+                status_box[0] = message["status"]
+            await send(message)
+
+        try:
+            headers = scope["headers"]
+            if self.tokens and path not in _OPEN_PATHS and not self._authorized(headers):
+                status_box[0] = 401
+                await _send_error(send, 401, "authentication_error", "missing or invalid token")
+                return
+            for name, value in headers:
+                if name == b"content-length":
+                    try:
+                        too_large = int(value) > self.max_body_bytes
+                    except ValueError:
+                        too_large = False
+                    if too_large:
+                        status_box[0] = 413
+                        await _send_error(
+                            send, 413, "request_too_large", f"body exceeds {self.max_body_bytes} bytes"
+                        )
+                        return
+            await self.app(scope, self._limited(receive), send_counting)
+        finally:
+            self.metrics.requests.labels(label, str(status_box[0])).inc()
+            self.metrics.latency_s.labels(label).observe(time.perf_counter() - started)
+
+    def _limited(self, receive: Any) -> Any:
+        seen = [0]
+        limit = self.max_body_bytes
+
+        async def receive_limited() -> dict:
+            message = await receive()
+            if message["type"] == "http.request":
+                seen[0] += len(message.get("body", b""))
+                if seen[0] > limit:
+                    raise PayloadTooLarge(f"body exceeds {limit} bytes")
+            return message
+
+        return receive_limited

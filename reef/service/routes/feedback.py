@@ -1,0 +1,71 @@
+"""`POST /reef/report` and record import: validated in full before anything is stored."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from fastapi import APIRouter, Request
+
+from reef.core.errors import BadRequest
+from reef.core.records import Record
+from reef.service.deps import live_scenario, scenario_of
+from reef.service.schemas import RecordImport, RecordImportBatch, ReportBody
+
+router = APIRouter(tags=["feedback"])
+
+
+def _check_references(request: Request, scenario: str, references: list[str]) -> None:
+    found = request.app.state.records.get_many(references)
+    for index, receipt in enumerate(references):
+        record = found.get(receipt)
+        field = f"references[{index}]"
+        if record is None:
+            raise BadRequest(f"no record {receipt!r}", field=field)
+        if record.request_type != "inference":
+            raise BadRequest(f"{receipt!r} is a {record.request_type} record, not an inference", field=field)
+        if record.scenario != scenario:
+            raise BadRequest(f"{receipt!r} belongs to another scenario", field=field)
+
+
+@router.post("/reef/report", summary="Report a score and/or feedback citing receipts")
+async def report(request: Request, body: ReportBody) -> dict[str, Any]:
+    scenario = scenario_of(request)
+    payload = body.payload()
+    if body.references:
+        _check_references(request, scenario, body.references)
+    await live_scenario(request, scenario)
+    request.app.state.runtime.validate_report(scenario, payload)
+    record = Record.new(scenario, "report", payload, created_at=time.time(), agent_record_id=body.agent_record_id)
+    stored = await request.app.state.records.append_async([record])
+    request.app.state.metrics.records_appended.labels("report").inc()
+    request.app.state.runtime.notify(scenario)
+    return {"agent_record_id": stored[0].agent_record_id, "scenario": scenario, "request_type": "report"}
+
+
+def _imported(scenario: str, item: RecordImport) -> Record:
+    return Record.new(scenario, item.request_type, item.payload, created_at=time.time(), agent_record_id=item.agent_record_id)
+
+
+@router.post("/reef/records", summary="Import one record without calling a model")
+async def import_record(request: Request, body: RecordImport) -> dict[str, Any]:
+    scenario = scenario_of(request)
+    await live_scenario(request, scenario)
+    stored = await request.app.state.records.append_async([_imported(scenario, body)])
+    request.app.state.runtime.notify(scenario)
+    return {"agent_record_id": stored[0].agent_record_id, "scenario": scenario, "request_type": body.request_type}
+
+
+@router.post("/reef/records/batch", summary="Import 1-1000 records atomically")
+async def import_records(request: Request, body: RecordImportBatch) -> dict[str, Any]:
+    scenario = scenario_of(request)
+    ids = [item.agent_record_id for item in body.records if item.agent_record_id]
+    if len(set(ids)) != len(ids):
+        raise BadRequest("agent_record_id values must be unique within a batch", field="records")
+    await live_scenario(request, scenario)
+    stored = await request.app.state.records.append_async([_imported(scenario, item) for item in body.records])
+    request.app.state.runtime.notify(scenario)
+    return {
+        "scenario": scenario,
+        "records": [{"agent_record_id": r.agent_record_id, "request_type": r.request_type} for r in stored],
+    }

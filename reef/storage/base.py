@@ -1,0 +1,78 @@
+"""The `RecordStore` contract. Every implementation passes `tests/storage/test_contract.py`."""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+from collections.abc import Sequence
+
+from reef.core.records import Record
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ScenarioInfo:
+    """A scenario as the store knows it."""
+
+    name: str
+    recipe: str
+    created_at: float
+    archived: bool = False
+
+
+class RecordStore(abc.ABC):
+    """Durable, append-only store of records, with per-scenario sequences."""
+
+    @abc.abstractmethod
+    def append(self, records: Sequence[Record]) -> list[Record]:
+        """Store `records` atomically and durably (fsync'd) before returning them with their `sequence`.
+
+        A record whose id exists with the same `content_hash` returns the stored one (idempotent retry);
+        the same id with a different hash raises `Conflict` and nothing of the call is stored.
+        """
+
+    @abc.abstractmethod
+    async def append_async(self, records: Sequence[Record]) -> list[Record]:
+        """`append` for the event loop: concurrent calls share one fsync'd transaction (group commit)."""
+
+    @abc.abstractmethod
+    def get(self, agent_record_id: str) -> Record | None:
+        """The record with this id, or None."""
+
+    @abc.abstractmethod
+    def get_many(self, agent_record_ids: Sequence[str]) -> dict[str, Record]:
+        """The records with these ids that exist, by id."""
+
+    @abc.abstractmethod
+    def page(self, scenario: str, after_sequence: int = 0, limit: int = 100) -> list[Record]:
+        """Records of `scenario` with sequence > `after_sequence`, ascending, at most `limit`."""
+
+    @abc.abstractmethod
+    def mark_consumed(self, agent_record_ids: Sequence[str], step: int) -> None:
+        """Mark records as consumed by learner step `step` (durably)."""
+
+    @abc.abstractmethod
+    def enforce_retention(self, max_body_bytes: int) -> int:
+        """Evict the oldest bodies until stored bodies total at most `max_body_bytes`; hashes are kept.
+
+        Returns the number of bodies evicted.
+        """
+
+    @abc.abstractmethod
+    def ensure_scenario(self, name: str, recipe: str) -> tuple[ScenarioInfo, bool]:
+        """Create the scenario if absent (unarchiving it if archived); returns (info, created)."""
+
+    @abc.abstractmethod
+    def scenario(self, name: str) -> ScenarioInfo | None:
+        """The scenario, or None if unknown or archived."""
+
+    @abc.abstractmethod
+    def scenarios(self) -> list[ScenarioInfo]:
+        """Every live (not archived) scenario, by name."""
+
+    @abc.abstractmethod
+    def archive_scenario(self, name: str) -> bool:
+        """Archive the scenario (its records are kept); returns False if it was unknown."""
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Flush and release resources."""

@@ -1,0 +1,233 @@
+"""`RecordStore` on SQL: SQLite (embedded default, WAL, fsync'd commits) or PostgreSQL (psycopg 3).
+
+Every write goes through one `GroupCommitWriter` (one thread, one write connection); reads use their own pool,
+so they never wait behind a commit.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql, sqlite
+
+from reef.core.records import Record
+from reef.storage.appends import AppendWork, chunks, commit_appends, stored_records
+from reef.storage.base import RecordStore, ScenarioInfo
+from reef.storage.group_commit import GroupCommitWriter, WriterStats
+from reef.storage.schema import metadata, record_from_row, records, scenarios
+
+SQLITE_FILENAME = "records.sqlite3"
+_SCHEMA_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
+
+
+class SqlRecordStore(RecordStore):
+    """The record store over a write engine (one connection, owned by the writer) and a read engine."""
+
+    def __init__(self, write_engine: sa.Engine, read_engine: sa.Engine) -> None:
+        self._write_engine = write_engine
+        self._read_engine = read_engine
+        metadata.create_all(write_engine)
+        self._writer = GroupCommitWriter(write_engine, commit_appends, name="reef-record-writer")
+
+    @property
+    def backend(self) -> str:
+        """`sqlite` or `postgresql`."""
+        return self._write_engine.dialect.name
+
+    def stats(self) -> WriterStats:
+        """Group-commit counters: groups committed, appends, largest group, fallbacks to one-by-one commits."""
+        return self._writer.stats()
+
+    def append(self, records: Sequence[Record]) -> list[Record]:
+        if not records:
+            return []
+        return _raise_or_return(self._writer.append(AppendWork.of(records), len(records)))
+
+    async def append_async(self, records: Sequence[Record]) -> list[Record]:
+        if not records:
+            return []
+        return _raise_or_return(await self._writer.append_async(AppendWork.of(records), len(records)))
+
+    def get(self, agent_record_id: str) -> Record | None:
+        with self._read_engine.connect() as conn:
+            row = conn.execute(sa.select(records).where(records.c.agent_record_id == agent_record_id)).mappings()
+            found = row.first()
+        return record_from_row(found) if found is not None else None
+
+    def get_many(self, agent_record_ids: Sequence[str]) -> dict[str, Record]:
+        with self._read_engine.connect() as conn:
+            return stored_records(conn, agent_record_ids)
+
+    def page(self, scenario: str, after_sequence: int = 0, limit: int = 100) -> list[Record]:
+        query = (
+            sa.select(records)
+            .where(records.c.scenario == scenario, records.c.sequence > after_sequence)
+            .order_by(records.c.sequence)
+            .limit(max(0, limit))
+        )
+        with self._read_engine.connect() as conn:
+            return [record_from_row(row) for row in conn.execute(query).mappings()]
+
+    def mark_consumed(self, agent_record_ids: Sequence[str], step: int) -> None:
+        ids = list(agent_record_ids)
+
+        def write(conn: sa.Connection) -> None:
+            for chunk in chunks(ids):
+                conn.execute(
+                    records.update().where(records.c.agent_record_id.in_(chunk)).values(consumed_step=step)
+                )
+
+        if ids:
+            self._writer.call(write)
+
+    def enforce_retention(self, max_body_bytes: int) -> int:
+        return int(self._writer.call(lambda conn: _evict_oldest(conn, max_body_bytes)))
+
+    def ensure_scenario(self, name: str, recipe: str) -> tuple[ScenarioInfo, bool]:
+        return self._writer.call(lambda conn: _ensure_scenario(conn, name, recipe))  # type: ignore[no-any-return]
+
+    def scenario(self, name: str) -> ScenarioInfo | None:
+        query = sa.select(scenarios).where(scenarios.c.name == name, scenarios.c.archived.is_(False))
+        with self._read_engine.connect() as conn:
+            row = conn.execute(query).mappings().first()
+        return _scenario_info(row) if row is not None else None
+
+    def scenarios(self) -> list[ScenarioInfo]:
+        query = sa.select(scenarios).where(scenarios.c.archived.is_(False)).order_by(scenarios.c.name)
+        with self._read_engine.connect() as conn:
+            return [_scenario_info(row) for row in conn.execute(query).mappings()]
+
+    def archive_scenario(self, name: str) -> bool:
+        def write(conn: sa.Connection) -> bool:
+            done = conn.execute(scenarios.update().where(scenarios.c.name == name).values(archived=True))
+            return done.rowcount > 0
+
+        return bool(self._writer.call(write))
+
+    def close(self) -> None:
+        self._writer.close()
+        self._write_engine.dispose()
+        self._read_engine.dispose()
+
+
+def open_record_store(
+    backend: str,
+    *,
+    directory: Path | None = None,
+    database_url: str | None = None,
+    schema: str | None = None,
+) -> SqlRecordStore:
+    """Open (creating tables if needed) a record store.
+
+    `backend` is `sqlite` (file `directory/records.sqlite3`, or `database_url` if given) or `postgres`
+    (`database_url`, e.g. `postgresql+psycopg://user@host:5432/db`; `schema` is created if missing and used
+    as the search path, so tests can work in a fresh schema).
+    """
+    if backend == "sqlite":
+        if database_url is None:
+            if directory is None:
+                raise ValueError("the sqlite record store needs a directory or a database_url")
+            directory.mkdir(parents=True, exist_ok=True)
+            database_url = f"sqlite+pysqlite:///{directory / SQLITE_FILENAME}"
+        return SqlRecordStore(_sqlite_engine(database_url, "BEGIN IMMEDIATE", 1), _sqlite_engine(database_url, "BEGIN", 8))
+    if backend in ("postgres", "postgresql"):
+        if database_url is None:
+            raise ValueError("the postgres record store needs a database_url")
+        return SqlRecordStore(_postgres_engine(database_url, schema, 1), _postgres_engine(database_url, schema, 8))
+    raise ValueError(f"unknown record store backend {backend!r} (expected 'sqlite' or 'postgres')")
+
+
+def _sqlite_engine(url: str, begin: str, pool_size: int) -> sa.Engine:
+    engine = sa.create_engine(
+        url, pool_size=pool_size, max_overflow=pool_size * 2, connect_args={"check_same_thread": False}
+    )
+
+    @sa.event.listens_for(engine, "connect")
+    def _configure(dbapi_connection: Any, _record: Any) -> None:
+        # Let SQLAlchemy's BEGIN below start transactions, not pysqlite's implicit (and late) one.
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA synchronous=FULL")  # in WAL mode: the WAL is fsync'd at every commit
+        cursor.execute("PRAGMA busy_timeout=10000")
+        cursor.close()
+
+    @sa.event.listens_for(engine, "begin")
+    def _begin(conn: sa.Connection) -> None:
+        # The writer takes the write lock up front, so its conflict check and its inserts see one snapshot.
+        conn.exec_driver_sql(begin)
+
+    return engine
+
+
+def _postgres_engine(url: str, schema: str | None, pool_size: int) -> sa.Engine:
+    connect_args: dict[str, Any] = {}
+    if schema is not None:
+        if not _SCHEMA_NAME.fullmatch(schema):
+            raise ValueError(f"invalid schema name {schema!r}")
+        connect_args["options"] = f"-csearch_path={schema}"
+    engine = sa.create_engine(
+        url, pool_size=pool_size, max_overflow=pool_size * 2, pool_pre_ping=True, connect_args=connect_args
+    )
+    if schema is not None:
+        with engine.begin() as conn:
+            conn.exec_driver_sql(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
+    return engine
+
+
+def _raise_or_return(outcome: Any) -> list[Record]:
+    if isinstance(outcome, BaseException):
+        raise outcome
+    return outcome  # type: ignore[no-any-return]
+
+
+def _evict_oldest(conn: sa.Connection, max_body_bytes: int) -> int:
+    """Drop the oldest bodies until the stored bodies total at most `max_body_bytes`."""
+    total = int(conn.execute(sa.select(sa.func.coalesce(sa.func.sum(records.c.body_bytes), 0))).scalar_one())
+    excess = total - max(0, max_body_bytes)
+    if excess <= 0:
+        return 0
+    oldest = (
+        sa.select(records.c.agent_record_id, records.c.body_bytes)
+        .where(records.c.body_bytes > 0)
+        .order_by(records.c.created_at, records.c.scenario, records.c.sequence)
+    )
+    victims: list[str] = []
+    for rid, body_bytes in conn.execute(oldest):
+        if excess <= 0:
+            break
+        victims.append(rid)
+        excess -= body_bytes
+    for chunk in chunks(victims):
+        conn.execute(
+            records.update().where(records.c.agent_record_id.in_(chunk)).values(payload=None, body_bytes=0)
+        )
+    return len(victims)
+
+
+def _ensure_scenario(conn: sa.Connection, name: str, recipe: str) -> tuple[ScenarioInfo, bool]:
+    insert = postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert
+    created = conn.execute(
+        insert(scenarios)
+        .values(name=name, recipe=recipe, created_at=time.time(), archived=False)
+        .on_conflict_do_nothing(index_elements=[scenarios.c.name])
+    ).rowcount
+    row = conn.execute(sa.select(scenarios).where(scenarios.c.name == name)).mappings().one()
+    if created:
+        return _scenario_info(row), True
+    if row["archived"]:
+        # An archived scenario is gone for clients; bringing it back is a creation, under the recipe asked for now.
+        conn.execute(scenarios.update().where(scenarios.c.name == name).values(archived=False, recipe=recipe))
+        return ScenarioInfo(name=name, recipe=recipe, created_at=row["created_at"], archived=False), True
+    return _scenario_info(row), False
+
+
+def _scenario_info(row: sa.RowMapping) -> ScenarioInfo:
+    return ScenarioInfo(
+        name=row["name"], recipe=row["recipe"], created_at=row["created_at"], archived=bool(row["archived"])
+    )

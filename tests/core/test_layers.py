@@ -1,0 +1,71 @@
+"""The layering of DESIGN.md: imports only point down. Walks every module's imports (lazy ones too)."""
+
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[2] / "reef"
+
+# layer -> prefixes it must not import
+FORBIDDEN: dict[str, tuple[str, ...]] = {
+    "reef.core": (
+        "reef.storage", "reef.releases", "reef.inference", "reef.learning", "reef.recipes", "reef.harness",
+        "reef.service", "reef.cli", "sqlalchemy", "httpx", "aiohttp", "torch", "transformers", "fastapi",
+        "subprocess", "socket",
+    ),
+    "reef.storage": ("reef.service", "reef.learning", "reef.recipes", "reef.harness", "reef.cli", "reef.inference"),
+    "reef.releases": ("reef.service", "reef.learning", "reef.recipes", "reef.harness", "reef.cli", "reef.inference"),
+    "reef.inference": ("reef.service", "reef.learning", "reef.recipes", "reef.harness", "reef.cli"),
+    "reef.learning": ("reef.service", "reef.cli"),
+    "reef.recipes": ("reef.service", "reef.cli"),
+    "reef.harness": ("reef.service", "reef.cli"),
+    # The edge goes through contracts, never implementations.
+    "reef.service": (
+        "reef.cli", "reef.storage.sql", "reef.storage.group_commit", "reef.releases.git", "reef.inference.local",
+        "reef.inference.upstream", "reef.learning.learner", "reef.learning.training", "torch", "sqlalchemy",
+    ),
+}
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imports(path: Path) -> set[str]:
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+    return found
+
+
+def _violations() -> list[str]:
+    problems = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        module = _module_name(path)
+        for layer, forbidden in FORBIDDEN.items():
+            if module != layer and not module.startswith(layer + "."):
+                continue
+            for imported in _imports(path):
+                if any(imported == f or imported.startswith(f + ".") for f in forbidden):
+                    problems.append(f"{module} imports {imported} (forbidden for {layer})")
+    return problems
+
+
+def test_every_import_points_down_the_layers() -> None:
+    assert _violations() == []
+
+
+def test_the_walker_notices_an_upward_import(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = tmp_path / "reef" / "core"
+    fake.mkdir(parents=True)
+    (fake / "bad.py").write_text("from reef.service.app import create_app\n")
+    monkeypatch.setattr(sys.modules[__name__], "PACKAGE", tmp_path / "reef")
+    assert _violations() == ["reef.core.bad imports reef.service.app (forbidden for reef.core)"]
