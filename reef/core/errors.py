@@ -69,3 +69,16 @@ class UpstreamError(ReefError):
 class UpstreamTimeout(ReefError):
     status = 504
     type = "upstream_timeout"
+
+
+class UpstreamRejected(ReefError):
+    """The upstream refused a streaming request (4xx) before any frame: relay `status` and `body` as they came.
+
+    `type` and `message` are taken from the upstream's error body, so the generic error mapping stays faithful.
+    """
+
+    def __init__(self, status: int, body: bytes, type_: str = "invalid_request_error", message: str = "") -> None:
+        super().__init__(message or f"the upstream answered {status}")
+        self.status = status
+        self.type = type_
+        self.body = body

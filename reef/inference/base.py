@@ -43,6 +43,8 @@ class Completion:
     body: dict[str, Any]
     request: dict[str, Any]
     release_id: str | None = None
+    # The last parsed JSON chunk/event of the stream (chat: its id/created/model feed the in-band receipt chunk).
+    last_chunk: dict[str, Any] | None = None
     usage: dict[str, Any] | None = None
     training: dict[str, Any] | None = None
 
@@ -71,6 +73,8 @@ class CompletionStream(abc.ABC):
 
     request: dict[str, Any]
     release_id: str | None = None
+    # The last parsed JSON chunk/event of the stream (chat: its id/created/model feed the in-band receipt chunk).
+    last_chunk: dict[str, Any] | None = None
 
     @abc.abstractmethod
     def frames(self) -> AsyncIterator[StreamFrame]:

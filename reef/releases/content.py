@@ -54,7 +54,7 @@ def scan_content(content: Path) -> list[ContentFile]:
                 raise BadRequest(f"{relative} is reserved for the release store", field="content")
             mode = source.lstat().st_mode
             if not stat.S_ISREG(mode):
-                raise BadRequest(f"only regular files can be released (not a link or device): {relative}", field="content")
+                raise BadRequest(f"only regular files can be released, not links: {relative}", field="content")
             found.append(
                 ContentFile(
                     path=relative,

@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from reef.core.errors import ReefError
 
 ZERO_ID = "0" * 40
+_CONFIG_ATTEMPTS = 20
 _IDENTITY = {
     "GIT_AUTHOR_NAME": "reef",
     "GIT_AUTHOR_EMAIL": "reef@localhost",
@@ -74,17 +76,26 @@ class GitRepository:
     def has_object(self, object_id: str) -> bool:
         return self.run("cat-file", "-e", object_id, check=False).returncode == 0
 
-    def init_bare(self) -> None:
-        """Create the repository if missing, with fsync of objects and refs (a published release survives power loss)."""
+    def init_bare(self, settings: Mapping[str, str]) -> None:
+        """Create the repository if missing and make sure its local config holds `settings`.
+
+        Several processes may open the same repository at once: `git init` is idempotent, and config is only
+        written when a value differs (git refuses a second concurrent writer of the config file, so retry).
+        """
         if not (self.git_dir / "HEAD").exists():
             self.git_dir.parent.mkdir(parents=True, exist_ok=True)
-            subprocess.run(
-                ["git", "init", "--quiet", "--bare", str(self.git_dir)], check=True, capture_output=True
-            )
-        self.run("config", "core.fsync", "committed,reference")
-        self.run("config", "core.fsyncMethod", "fsync")
-        # Releases are referenced only by refs/reef/*; never let gc prune a pending or archived release.
-        self.run("config", "gc.pruneExpire", "never")
+            subprocess.run(["git", "init", "--quiet", "--bare", str(self.git_dir)], check=True, capture_output=True)
+        for attempt in range(_CONFIG_ATTEMPTS):
+            listing = self.run("config", "--local", "--list").stdout.decode().splitlines()
+            present = dict(line.split("=", 1) for line in listing if "=" in line)
+            missing = {k: v for k, v in settings.items() if present.get(k.lower()) != v}
+            if not missing:
+                return
+            for key, value in missing.items():
+                done = self.run("config", "--local", key, value, check=False)
+                if done.returncode != 0 and attempt == _CONFIG_ATTEMPTS - 1:
+                    raise GitError(["config", key], done.returncode, done.stderr.decode(errors="replace"))
+            time.sleep(0.02 * attempt)
 
     def read_blobs(self, object_ids: Sequence[str]) -> list[bytes]:
         """The contents of several blobs in one `cat-file --batch` call, in order."""

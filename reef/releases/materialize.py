@@ -1,7 +1,9 @@
 """Writing a release's files out as a read-only local directory, cached by release id.
 
 The tree is written into a temp directory next to the cache entry and renamed into place only when complete,
-so a reader never sees half a release and a crash leaves at most a stray `.tmp-*` directory.
+so a reader never sees half a release and a crash leaves at most a stray `.tmp-*` directory. Files are not
+fsync'd (that cost dominated a cold materialize); instead a cache entry found on disk is checked against the
+release's content id before it is trusted, and rewritten if a power loss left it incomplete.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from reef.releases.content import content_id_of_directory
 from reef.releases.git_command import GitRepository
 from reef.releases.lfs import LfsObjects, parse_pointer
 
@@ -25,19 +28,24 @@ def materialize_commit(
     git: GitRepository,
     lfs: LfsObjects,
     commit_id: str,
-    manifest_files: dict[str, dict[str, Any]],
+    manifest: dict[str, Any],
     cache_dir: Path,
     fetch_lfs: Callable[[str], None],
 ) -> Path:
     """The cached directory for `commit_id`, written first if missing; `fetch_lfs(commit_id)` brings LFS objects."""
     destination = cache_dir / commit_id
     if destination.is_dir():
-        return destination
+        if content_id_of_directory(destination) == manifest["content_id"]:
+            return destination
+        remove_tree(destination)
+    manifest_files: dict[str, dict[str, Any]] = manifest["files"]
     cache_dir.mkdir(parents=True, exist_ok=True)
     blob_ids = _blob_ids(git, commit_id)
     paths = sorted(manifest_files)
     blobs = git.read_blobs([blob_ids[path] for path in paths])
-    lfs_oids = {path: parse_pointer(blob) for path, blob in zip(paths, blobs, strict=True) if manifest_files[path]["lfs"]}
+    lfs_oids = {
+        path: parse_pointer(blob) for path, blob in zip(paths, blobs, strict=True) if manifest_files[path]["lfs"]
+    }
     if any(not lfs.has(oid) for oid in lfs_oids.values()):
         fetch_lfs(commit_id)
     temp = cache_dir / f".tmp-{commit_id}-{uuid.uuid4().hex}"
@@ -45,15 +53,10 @@ def materialize_commit(
         for path, blob in zip(paths, blobs, strict=True):
             target = temp / path
             target.parent.mkdir(parents=True, exist_ok=True)
-            # fsync'd because the cache outlives the process: a crash must not leave a renamed, empty file.
-            with open(target, "wb") as out:
-                if path in lfs_oids:
-                    with open(lfs.path(lfs_oids[path]), "rb") as src:
-                        shutil.copyfileobj(src, out, 1024 * 1024)
-                else:
-                    out.write(blob)
-                out.flush()
-                os.fsync(out.fileno())
+            if path in lfs_oids:
+                shutil.copyfile(lfs.path(lfs_oids[path]), target)
+            else:
+                target.write_bytes(blob)
             target.chmod(_READ_ONLY_DIR if manifest_files[path]["executable"] else _READ_ONLY_FILE)
         temp.mkdir(exist_ok=True)
         _seal(temp)

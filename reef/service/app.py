@@ -8,7 +8,6 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from fastapi import FastAPI
-from fastapi.responses import ORJSONResponse
 
 import reef
 from reef.core.settings import Settings
@@ -38,7 +37,6 @@ def create_app(settings: Settings, runtime: Any, records: RecordStore, engine: E
         version=reef.__version__,
         description="Serve, record, learn from feedback, and publish better releases of an agent.",
         lifespan=lifespan,
-        default_response_class=ORJSONResponse,
     )
     metrics = ServiceMetrics()
     app.state.settings = settings

@@ -10,7 +10,7 @@ from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException
 from starlette.responses import Response
 
-from reef.core.errors import ReefError, Unavailable, UpstreamError, UpstreamTimeout
+from reef.core.errors import ReefError, Unavailable, UpstreamError, UpstreamRejected, UpstreamTimeout
 
 log = logging.getLogger("reef.service")
 
@@ -30,6 +30,8 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(ReefError)
     async def _reef_error(request: Request, exc: ReefError) -> Response:
+        if isinstance(exc, UpstreamRejected):  # relayed as the upstream sent it
+            return Response(exc.body, status_code=exc.status, media_type="application/json")
         headers = None
         if isinstance(exc, Unavailable):
             headers = {"retry-after": str(max(1, round(exc.retry_after_s)))}

@@ -39,11 +39,27 @@ def chunks(items: Sequence[str], size: int = ID_CHUNK) -> Iterable[Sequence[str]
         yield items[start : start + size]
 
 
+# Built once: the hot path should not pay for building and cache-keying statements per group.
+_SELECT_BY_IDS = sa.select(records).where(records.c.agent_record_id.in_(sa.bindparam("ids", expanding=True)))
+_INSERT = records.insert()
+
+
+def _reserve_statement(insert: Any) -> Any:
+    stmt = insert(sequences).values(scenario=sa.bindparam("scenario"), last_sequence=sa.bindparam("n"))
+    return stmt.on_conflict_do_update(
+        index_elements=[sequences.c.scenario],
+        set_={"last_sequence": sequences.c.last_sequence + stmt.excluded.last_sequence},
+    ).returning(sequences.c.last_sequence)
+
+
+_RESERVE = {"postgresql": _reserve_statement(postgresql.insert), "sqlite": _reserve_statement(sqlite.insert)}
+
+
 def stored_records(conn: sa.Connection, ids: Sequence[str]) -> dict[str, Record]:
     """The stored records with these ids, by id."""
     found: dict[str, Record] = {}
     for chunk in chunks(list(dict.fromkeys(ids))):
-        for row in conn.execute(sa.select(records).where(records.c.agent_record_id.in_(chunk))).mappings():
+        for row in conn.execute(_SELECT_BY_IDS, {"ids": list(chunk)}).mappings():
             found[row["agent_record_id"]] = record_from_row(row)
     return found
 
@@ -62,7 +78,7 @@ def commit_appends(conn: sa.Connection, works: Sequence[AppendWork]) -> list[lis
     new = [item for plan in plans if not isinstance(plan, Conflict) for item in plan]
     assigned = _assign_sequences(conn, new)
     if assigned:
-        conn.execute(records.insert(), [row for _, row in new])
+        conn.execute(_INSERT, [row for _, row in new])
     done = {**stored, **assigned}
     return [
         plan if isinstance(plan, Conflict) else [done[r.agent_record_id] for r in work.records]
@@ -106,10 +122,4 @@ def _assign_sequences(conn: sa.Connection, new: list[tuple[Record, dict[str, Any
 
 def _reserve(conn: sa.Connection, scenario: str, n: int) -> int:
     """Advance the scenario's counter by `n`; returns the last sequence reserved."""
-    insert = postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert
-    stmt = insert(sequences).values(scenario=scenario, last_sequence=n)
-    stmt = stmt.on_conflict_do_update(
-        index_elements=[sequences.c.scenario],
-        set_={"last_sequence": sequences.c.last_sequence + stmt.excluded.last_sequence},
-    ).returning(sequences.c.last_sequence)
-    return int(conn.execute(stmt).scalar_one())
+    return int(conn.execute(_RESERVE[conn.dialect.name], {"scenario": scenario, "n": n}).scalar_one())

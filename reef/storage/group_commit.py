@@ -105,7 +105,11 @@ class GroupCommitWriter:
         try:
             while True:
                 jobs, stop = self._drain()
-                self._process(jobs)
+                try:
+                    self._process(jobs)
+                except Exception as exc:  # a bug here must fail the callers, not leave them waiting forever
+                    log.exception("the record writer failed")
+                    self._settle([(job, exc) for job in jobs])
                 if stop:
                     return
         finally:
@@ -187,6 +191,8 @@ class GroupCommitWriter:
             if job.loop is None:
                 future = job.future
                 assert isinstance(future, concurrent.futures.Future)
+                if future.done():
+                    continue
                 if isinstance(outcome, BaseException):
                     future.set_exception(outcome)
                 else:

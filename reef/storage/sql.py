@@ -78,9 +78,7 @@ class SqlRecordStore(RecordStore):
 
         def write(conn: sa.Connection) -> None:
             for chunk in chunks(ids):
-                conn.execute(
-                    records.update().where(records.c.agent_record_id.in_(chunk)).values(consumed_step=step)
-                )
+                conn.execute(records.update().where(records.c.agent_record_id.in_(chunk)).values(consumed_step=step))
 
         if ids:
             self._writer.call(write)
@@ -125,19 +123,23 @@ def open_record_store(
     """Open (creating tables if needed) a record store.
 
     `backend` is `sqlite` (file `directory/records.sqlite3`, or `database_url` if given) or `postgres`
-    (`database_url`, e.g. `postgresql+psycopg://user@host:5432/db`; `schema` is created if missing and used
+    (`database_url`, e.g. `postgresql://user@host:5432/db`, driven by psycopg 3; `schema` is created if missing and used
     as the search path, so tests can work in a fresh schema).
     """
     if backend == "sqlite":
         if database_url is None:
             if directory is None:
                 raise ValueError("the sqlite record store needs a directory or a database_url")
+            directory = directory.expanduser()
             directory.mkdir(parents=True, exist_ok=True)
             database_url = f"sqlite+pysqlite:///{directory / SQLITE_FILENAME}"
-        return SqlRecordStore(_sqlite_engine(database_url, "BEGIN IMMEDIATE", 1), _sqlite_engine(database_url, "BEGIN", 8))
+        return SqlRecordStore(
+            _sqlite_engine(database_url, "BEGIN IMMEDIATE", 1), _sqlite_engine(database_url, "BEGIN", 8)
+        )
     if backend in ("postgres", "postgresql"):
         if database_url is None:
             raise ValueError("the postgres record store needs a database_url")
+        database_url = _psycopg_url(database_url)
         return SqlRecordStore(_postgres_engine(database_url, schema, 1), _postgres_engine(database_url, schema, 8))
     raise ValueError(f"unknown record store backend {backend!r} (expected 'sqlite' or 'postgres')")
 
@@ -180,6 +182,14 @@ def _postgres_engine(url: str, schema: str | None, pool_size: int) -> sa.Engine:
     return engine
 
 
+def _psycopg_url(url: str) -> str:
+    """Plain `postgresql://` / `postgres://` URLs mean psycopg 3 here (SQLAlchemy would pick psycopg2)."""
+    for prefix in ("postgresql://", "postgres://"):
+        if url.startswith(prefix):
+            return "postgresql+psycopg://" + url[len(prefix) :]
+    return url
+
+
 def _raise_or_return(outcome: Any) -> list[Record]:
     if isinstance(outcome, BaseException):
         raise outcome
@@ -204,19 +214,21 @@ def _evict_oldest(conn: sa.Connection, max_body_bytes: int) -> int:
         victims.append(rid)
         excess -= body_bytes
     for chunk in chunks(victims):
-        conn.execute(
-            records.update().where(records.c.agent_record_id.in_(chunk)).values(payload=None, body_bytes=0)
-        )
+        conn.execute(records.update().where(records.c.agent_record_id.in_(chunk)).values(payload=None, body_bytes=0))
     return len(victims)
 
 
 def _ensure_scenario(conn: sa.Connection, name: str, recipe: str) -> tuple[ScenarioInfo, bool]:
     insert = postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert
-    created = conn.execute(
-        insert(scenarios)
-        .values(name=name, recipe=recipe, created_at=time.time(), archived=False)
-        .on_conflict_do_nothing(index_elements=[scenarios.c.name])
-    ).rowcount
+    created = (
+        conn.execute(
+            insert(scenarios)
+            .values(name=name, recipe=recipe, created_at=time.time(), archived=False)
+            .on_conflict_do_nothing(index_elements=[scenarios.c.name])
+            .returning(scenarios.c.name)
+        ).first()
+        is not None
+    )
     row = conn.execute(sa.select(scenarios).where(scenarios.c.name == name)).mappings().one()
     if created:
         return _scenario_info(row), True

@@ -31,8 +31,9 @@ def resolve_model_path(model_path: str, cache_dir: Path) -> Path:
         return source
     if source.is_file() and source.suffix == ".gguf":
         return _converted_gguf(source, Path(cache_dir).expanduser())
-    raise BadRequest(f"no model at {model_path!r} (expected a model directory, a .gguf file or 'smollm2')",
-                     "inference.model_path")
+    raise BadRequest(
+        f"no model at {model_path!r} (expected a model directory, a .gguf file or 'smollm2')", "inference.model_path"
+    )
 
 
 def _builtin_gguf(name: str) -> Path:
@@ -40,7 +41,9 @@ def _builtin_gguf(name: str) -> Path:
     try:
         files = importlib.metadata.files(distribution) or []
     except importlib.metadata.PackageNotFoundError:
-        raise BadRequest(f"built-in model {name!r} needs the {distribution!r} package installed", "inference.model_path")
+        raise BadRequest(
+            f"built-in model {name!r} needs the {distribution!r} package installed", "inference.model_path"
+        )
     for file in files:
         if file.name == file_name:
             return Path(str(file.locate()))

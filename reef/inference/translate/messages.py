@@ -231,7 +231,10 @@ def _assistant_turn_to_chat(content: Any) -> dict[str, Any]:
                 {
                     "id": block.get("id", ""),
                     "type": "function",
-                    "function": {"name": block.get("name", ""), "arguments": orjson.dumps(block.get("input", {})).decode()},
+                    "function": {
+                        "name": block.get("name", ""),
+                        "arguments": orjson.dumps(block.get("input", {})).decode(),
+                    },
                 }
             )
     message: dict[str, Any] = {"role": "assistant", "content": "".join(texts) if texts else None}

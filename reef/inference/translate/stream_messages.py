@@ -84,7 +84,7 @@ class MessagesEncoder:
         self._started = True
         self._id = chunk.get("id") or "msg_reef"
         self._model = chunk.get("model", "")
-        message = {
+        message: dict[str, Any] = {
             "id": self._id,
             "type": "message",
             "role": "assistant",
@@ -128,7 +128,12 @@ class MessagesEncoder:
                 index = call.get("index", 0)
                 function = call.get("function") or {}
                 if index not in self._tool_blocks:
-                    block = {"type": "tool_use", "id": call.get("id", ""), "name": function.get("name", ""), "input": {}}
+                    block = {
+                        "type": "tool_use",
+                        "id": call.get("id", ""),
+                        "name": function.get("name", ""),
+                        "input": {},
+                    }
                     events += self._open_block("tool_use", block)
                     assert self._block is not None
                     self._tool_blocks[index] = self._block
@@ -146,7 +151,10 @@ class MessagesEncoder:
         delta = {
             "type": "message_delta",
             "delta": {"stop_reason": finish_to_stop_reason(self._finish_reason or "stop"), "stop_sequence": None},
-            "usage": {"input_tokens": usage.get("prompt_tokens", 0), "output_tokens": usage.get("completion_tokens", 0)},
+            "usage": {
+                "input_tokens": usage.get("prompt_tokens", 0),
+                "output_tokens": usage.get("completion_tokens", 0),
+            },
         }
         events.append(SSEEvent("message_delta", delta))
         events.append(SSEEvent("message_stop", {"type": "message_stop"}))

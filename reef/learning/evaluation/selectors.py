@@ -87,4 +87,3 @@ def load_selector(policy: str, settings: Settings) -> Selector:
     if "margin" in parameters:
         return cls(margin=margin)
     return cls()
-

@@ -45,7 +45,9 @@ def parse_task(row: dict[str, Any], task_id: str) -> Task:
         raise BadRequest("a task needs `prompt` (string) or `messages`", field=f"{task_id}.prompt")
     checker = row.get("checker", "exact")
     if not isinstance(checker, str) or (checker not in _BUILTIN_CHECKERS and ":" not in checker):
-        raise BadRequest("must be exact, contains, regex, numeric or package.module:function", field=f"{task_id}.checker")
+        raise BadRequest(
+            "must be exact, contains, regex, numeric or package.module:function", field=f"{task_id}.checker"
+        )
     if checker == "regex" and not isinstance(row.get("pattern", row.get("answer")), str):
         raise BadRequest("a regex task needs `pattern`", field=f"{task_id}.pattern")
     if checker in ("exact", "contains", "numeric") and "answer" not in row:

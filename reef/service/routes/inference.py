@@ -141,7 +141,7 @@ def _streaming_response(
             state.metrics.records_appended.labels("inference").inc()
             state.runtime.notify(scenario)
             if terminal is not None:
-                yield receipt_frames(dialect, terminal, stream, record.agent_record_id)
+                yield receipt_frames(dialect, terminal, stream.last_chunk, record.agent_record_id)
         finally:
             if not recorded:
                 # The client left or the upstream broke: keep what was produced, marked incomplete.

@@ -1,0 +1,104 @@
+"""Proxy + durable recording throughput: the fake upstream alone vs through Reef (SQLite, fsync'd records).
+
+Prints, for 16 concurrent connections, non-streaming and streaming: req/s, p50 and p99 latency directly against
+the upstream and through Reef, and the added p50 latency. Uses `wrk` (Debian package) as the load generator
+because a Python client would eat the CPU it measures. Run: `.venv/bin/python benchmarks/proxy.py [--duration-s 10]`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from tests.fakes.reef_process import ReefProcess, free_port  # noqa: E402
+
+LUA = """
+wrk.method = "POST"
+wrk.body = '{body}'
+wrk.headers["Content-Type"] = "application/json"
+wrk.headers["x-reef-scenario"] = "bench"
+"""
+
+
+def _unit_ms(value: str) -> float:
+    number, unit = re.fullmatch(r"([\d.]+)(us|ms|s|m)", value).groups()
+    return float(number) * {"us": 0.001, "ms": 1.0, "s": 1000.0, "m": 60000.0}[unit]
+
+
+def run_wrk(url: str, body: dict, duration_s: int, connections: int) -> dict[str, float]:
+    with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as script:
+        script.write(LUA.format(body=json.dumps(body)))
+    out = subprocess.run(
+        ["wrk", "-t2", f"-c{connections}", f"-d{duration_s}s", "--latency", "-s", script.name, url],
+        capture_output=True, text=True, check=True,
+    ).stdout
+    rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
+    p50 = _unit_ms(re.search(r"50%\s+(\S+)", out).group(1))
+    p99 = _unit_ms(re.search(r"99%\s+(\S+)", out).group(1))
+    errors = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
+    return {"rps": rps, "p50_ms": p50, "p99_ms": p99, "non_2xx": int(errors.group(1)) if errors else 0}
+
+
+def start_upstream(port: int) -> subprocess.Popen:
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tests.fakes.upstream", "--port", str(port)],
+        cwd=Path(__file__).resolve().parent.parent,
+    )
+    for _ in range(100):
+        try:
+            httpx.get(f"http://127.0.0.1:{port}/v1/models", timeout=1)
+            return process
+        except httpx.HTTPError:
+            time.sleep(0.1)
+    raise RuntimeError("fake upstream did not start")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--duration-s", type=int, default=10)
+    parser.add_argument("--connections", type=int, default=16)
+    args = parser.parse_args()
+    if not shutil.which("wrk"):
+        print("wrk is required: apt-get install wrk", file=sys.stderr)
+        return 2
+    upstream_port = free_port()
+    upstream = start_upstream(upstream_port)
+    state = Path(tempfile.mkdtemp(prefix="reef-bench-"))
+    reef = ReefProcess(state, "--inference.upstream-url", f"http://127.0.0.1:{upstream_port}").start()
+    try:
+        path = "/v1/chat/completions"
+        message = {"model": "m", "messages": [{"role": "user", "content": "hello"}]}
+        rows = []
+        for mode, body in (("non-streaming", message), ("streaming", {**message, "stream": True})):
+            run_wrk(reef.url + path, body, 2, args.connections)  # warm-up: scenario creation, connections
+            direct = run_wrk(f"http://127.0.0.1:{upstream_port}{path}", body, args.duration_s, args.connections)
+            through = run_wrk(reef.url + path, body, args.duration_s, args.connections)
+            rows.append((mode, direct, through))
+        records = httpx.get(reef.url + "/reef/scenarios/bench/records", params={"limit": 1}).json()
+        print(f"\n{args.connections} connections, {args.duration_s} s each; Reef records every request durably (SQLite)")
+        print(f"{'mode':<15}{'path':<10}{'req/s':>10}{'p50 ms':>10}{'p99 ms':>10}{'non-2xx':>9}")
+        for mode, direct, through in rows:
+            for name, r in (("upstream", direct), ("reef", through)):
+                print(f"{mode:<15}{name:<10}{r['rps']:>10.0f}{r['p50_ms']:>10.2f}{r['p99_ms']:>10.2f}{r['non_2xx']:>9}")
+            print(f"{mode:<15}{'added p50':<10}{'':>10}{through['p50_ms'] - direct['p50_ms']:>10.2f}")
+        print(f"records stored: first page has {len(records.get('records', []))} (scenario 'bench')")
+    finally:
+        reef.stop()
+        upstream.terminate()
+        shutil.rmtree(state, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,153 @@
+"""The demo's bundled suite of verifiable tasks and how answers to them are graded.
+
+Every family has a short, unambiguous answer that base SmolLM2 knows but buries in a sentence
+("The number is 26."), so what the model has to learn in a few LoRA steps is to answer with only
+the answer. Instances are drawn from disjoint pools of words and numbers per split, so no held-out
+prompt is ever seen in training.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+import re
+from collections.abc import Callable, Sequence
+from typing import Any
+
+# Three disjoint word pools: training, validation (the learner's gate), test (the reported score).
+_WORDS = {
+    "train": (
+        "apple river stone cloud tiger lemon piano garden rocket silver candle forest "
+        "orange window dragon pencil butter castle mirror jungle basket pepper rabbit "
+        "marble winter saddle bridge carpet flower hammer island"
+    ).split(),
+    "validation": "anchor button cotton falcon ginger helmet kettle ladder meadow napkin".split(),
+    "test": (
+        "bottle cherry desert engine feather goblet harbor insect jacket kitten lantern "
+        "magnet needle oyster parrot quiver ribbon shadow turtle velvet"
+    ).split(),
+}
+_UNITS = ("kg", "km", "minutes", "dollars", "pages", "people")
+_THINGS = ("parcel", "trip", "meeting", "ticket", "book", "crowd")
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class DemoTask:
+    """One task instance: the prompt to send and the one right answer."""
+
+    family: str
+    prompt: str
+    answer: str
+
+    def messages(self) -> list[dict[str, str]]:
+        return [{"role": "user", "content": self.prompt}]
+
+    def to_evaluation_row(self) -> dict[str, Any]:
+        """The row the learner's evaluation gate reads (`settings.evaluation.tasks`), graded like `is_exact`."""
+        return {
+            "messages": self.messages(),
+            "checker": "regex",
+            "pattern": exact_pattern(self.answer),
+            "answer": self.answer,
+            "family": self.family,
+        }
+
+
+def _add(rng: random.Random, split: str) -> DemoTask:
+    # The first operand's residue mod 3 names the split, so no sum is shared between splits.
+    a = rng.randrange(2, 50)
+    a = a - (a % 3) + {"train": 0, "validation": 1, "test": 2}[split]
+    b = rng.randrange(2, 50)
+    return DemoTask("add", f"Reply with only the answer. {a} + {b} =", str(a + b))
+
+
+def _extract(rng: random.Random, split: str) -> DemoTask:
+    thing, unit = rng.choice(_THINGS), rng.choice(_UNITS)
+    n = rng.randrange(2, 999)
+    n = n - (n % 3) + {"train": 0, "validation": 1, "test": 2}[split]
+    return DemoTask("extract", f"Extract the number: 'The {thing} is {n} {unit}.'", str(n))
+
+
+def _repeat(rng: random.Random, split: str) -> DemoTask:
+    word = rng.choice(_WORDS[split])
+    return DemoTask("repeat", f"Repeat this word exactly: {word}", word)
+
+
+def _uppercase(rng: random.Random, split: str) -> DemoTask:
+    word = rng.choice(_WORDS[split])
+    return DemoTask("uppercase", f"Write {word} in uppercase.", word.upper())
+
+
+def _first_letter(rng: random.Random, split: str) -> DemoTask:
+    word = rng.choice(_WORDS[split])
+    return DemoTask("first_letter", f"What is the first letter of {word}?", word[0].upper())
+
+
+FAMILIES: dict[str, Callable[[random.Random, str], DemoTask]] = {
+    "add": _add,
+    "extract": _extract,
+    "repeat": _repeat,
+    "uppercase": _uppercase,
+    "first_letter": _first_letter,
+}
+SPLITS = ("train", "validation", "test")
+
+
+def generate(split: str, count: int, seed: int = 0, families: Sequence[str] | None = None) -> list[DemoTask]:
+    """`count` distinct tasks of `split`, cycling through `families` so every family is represented."""
+    if split not in SPLITS:
+        raise ValueError(f"unknown split {split!r}")
+    names = list(families or FAMILIES)
+    rng = random.Random(f"{seed}:{split}")
+    tasks: list[DemoTask] = []
+    seen: set[str] = set()
+    attempts = 0
+    while len(tasks) < count:
+        attempts += 1
+        if attempts > count * 200:
+            break  # a small pool (few words) cannot give more distinct prompts
+        task = FAMILIES[names[len(tasks) % len(names)]](rng, split)
+        if task.prompt not in seen:
+            seen.add(task.prompt)
+            tasks.append(task)
+    return tasks
+
+
+def normalize(text: str) -> str:
+    """The answer as graded: trimmed, one trailing period and surrounding quotes dropped."""
+    text = text.strip()
+    if text.endswith("."):
+        text = text[:-1].rstrip()
+    if len(text) >= 2 and text[0] == text[-1] and text[0] in "\"'`":
+        text = text[1:-1].strip()
+    return text
+
+
+def exact_pattern(answer: str) -> str:
+    """A regex that accepts exactly what `is_exact` accepts, for the evaluation gate's `regex` checker."""
+    body = re.escape(answer)
+    return rf"^\s*(?:{body}|\"{body}\"|'{body}'|`{body}`)\s*(?:\.\s*)?$"
+
+
+def is_exact(task: DemoTask, text: str) -> bool:
+    return normalize(text) == task.answer
+
+
+def contains_answer(task: DemoTask, text: str) -> bool:
+    """The answer appears as a whole token (so "4" is not found inside "14")."""
+    return re.search(rf"(?<![A-Za-z0-9]){re.escape(task.answer)}(?![A-Za-z0-9])", text) is not None
+
+
+def partial_credit(task: DemoTask, text: str) -> float:
+    """The reward for RL: 1 exact; 0.3-0.7 when the answer is in the text, more the shorter the text; else 0.
+
+    Base SmolLM2 states most answers inside a sentence, so "contains" gives a signal from the first
+    step and the brevity term pulls it toward answering with only the answer.
+    """
+    if is_exact(task, text):
+        return 1.0
+    if not contains_answer(task, text):
+        return 0.0
+    extra_words = max(0, len(text.split()) - 1)
+    brevity = max(0.0, 1.0 - extra_words / 8)
+    return round(0.3 + 0.4 * brevity, 4)

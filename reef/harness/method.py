@@ -1,0 +1,246 @@
+"""`HarnessRecipe`: what every harness method shares — the seed tree, the trace processor, and one growth step.
+
+A step: read the parent tree and the method's state, collect the rejection ledger and queued agent proposals,
+ask the method for mutations, apply them atomically (falling back to deterministic memory items when the
+proposer's answer is unusable), and write the candidate directory. The learner then evaluates the candidate
+paired against the serving release with the scenario's evaluation gate and publishes or rejects it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+from reef.core.errors import BadRequest, ReefError
+from reef.harness.mutations import Mutation, apply_mutations, parse_mutations
+from reef.harness.proposals import ProposalQueue
+from reef.harness.proposer import Proposer, open_proposer
+from reef.harness.render import write_tree
+from reef.harness.traces import TraceProcessor, is_failure, question_of
+from reef.harness.tree import HarnessTree, Node, load_tree
+from reef.learning.base import Batch, Processor, Recipe
+
+log = logging.getLogger(__name__)
+
+STATE_DIR = "state"
+DEFAULT_RULES = "Answer the user's question. Reply with only the answer, no explanation."
+MAX_QUESTION_CHARS = 300
+
+
+@dataclasses.dataclass(frozen=True)
+class StepInput:
+    """What a method sees in one step."""
+
+    tree: HarnessTree
+    traces: list[dict[str, Any]]
+    state: dict[str, Any]
+    ledger: list[dict[str, Any]]
+    proposer: Proposer
+    ctx: Any  # reef.learning.growth.GrowContext
+
+
+@dataclasses.dataclass(frozen=True)
+class StepOutput:
+    """A method's answer: mutations to apply, its new state, and notes for the commit metrics."""
+
+    mutations: list[Mutation]
+    state: dict[str, Any]
+    notes: dict[str, Any] = dataclasses.field(default_factory=dict)
+    source: str = "proposer"
+    fallback: bool = True  # False: an empty step stays empty (e.g. GEPA's strict acceptance)
+
+
+class HarnessRecipe(Recipe):
+    """Base of the harness methods (surface `harness`); subclasses implement `step`."""
+
+    surface = "harness"
+
+    @property
+    def config(self) -> dict[str, Any]:
+        return dict(self.settings.learning.recipe_config)
+
+    def seed(self, directory: Path) -> None:
+        write_tree(self.seed_tree(), directory)
+
+    def seed_tree(self) -> HarnessTree:
+        """The base tree: `recipe_config.seed_rules` (or a concise-answer rule) as one rules node."""
+        return HarnessTree.of([Node("rules", "rules", {"text": self.config.get("seed_rules", DEFAULT_RULES)})])
+
+    def processor(self) -> Processor:
+        return TraceProcessor(self.settings.learning.batch_size)
+
+    def validate_report(self, report: dict[str, Any]) -> None:
+        score = report.get("score")
+        if score is not None and not 0.0 <= float(score) <= 1.0 and self.config.get("strict_scores"):
+            raise BadRequest("must be within [0, 1]", field="score")
+
+    async def step(self, given: StepInput) -> StepOutput:
+        """Propose this step's mutations (method-specific)."""
+        raise NotImplementedError
+
+    async def grow(self, batch: Batch, parent_dir: Path | None, ctx: Any) -> tuple[Path, dict[str, Any]]:
+        """Write one candidate tree under `ctx.work_dir`; returns (candidate directory, metrics)."""
+        parent = load_tree(parent_dir) if parent_dir is not None else self.seed_tree()
+        state = load_state(parent_dir, self.name)
+        commits = _commits(ctx)
+        ledger = rejection_ledger(commits)
+        consumed = {pid for commit in commits for pid in (commit.metrics or {}).get("proposal_ids", [])}
+        queued = ProposalQueue.for_settings(ctx.settings).pending(ctx.scenario, consumed)
+        tree, proposal_notes = _apply_proposals(parent, queued)
+        proposer = self.proposer(ctx)
+        given = StepInput(tree, list(batch.samples), state, ledger, proposer, ctx)
+        try:
+            output = await self.step(given)
+        except ReefError as exc:  # an unreachable or failing proposer must not stall learning
+            log.warning("harness %s: the proposer failed (%s); using the fallback", self.name, exc.message)
+            output = StepOutput(
+                fallback_mutations(tree, given.traces), state, {"proposer_error": exc.message}, "fallback"
+            )
+        candidate, applied, refused = apply_admissible(tree, output.mutations)
+        source = output.source
+        if not applied and output.fallback and output.source != "fallback":
+            candidate, applied, more = apply_admissible(tree, fallback_mutations(tree, given.traces))
+            refused += more
+            source = "fallback"
+        out_dir = Path(ctx.work_dir) / "candidate"
+        state_files = {f"{STATE_DIR}/{self.name}.json": json.dumps(output.state, indent=1, sort_keys=True)}
+        write_tree(candidate, out_dir, extra=state_files)
+        metrics = {
+            "method": self.name,
+            "source": source,
+            "proposer": proposer.name,
+            "mutations": proposal_notes["mutations"] + [m.to_json() for m in applied],
+            "refused": proposal_notes["refused"] + refused,
+            "proposal_ids": proposal_notes["proposal_ids"],
+            "nodes": len(candidate),
+            "traces": len(given.traces),
+            "failures": sum(is_failure(t) for t in given.traces),
+            **output.notes,
+        }
+        return out_dir, metrics
+
+    def proposer(self, ctx: Any) -> Proposer:
+        return open_proposer(ctx.settings, ctx.engine, ctx.scenario)
+
+
+def apply_admissible(tree: HarnessTree, mutations: list[Mutation]) -> tuple[HarnessTree, list[Mutation], list[str]]:
+    """Apply all mutations at once; if that is refused, apply them one at a time keeping the admissible ones."""
+    if not mutations:
+        return tree, [], []
+    try:
+        return apply_mutations(tree, mutations), list(mutations), []
+    except BadRequest:
+        pass
+    applied: list[Mutation] = []
+    refused: list[str] = []
+    for mutation in mutations:
+        try:
+            tree = apply_mutations(tree, [mutation])
+            applied.append(mutation)
+        except BadRequest as exc:
+            refused.append(f"{mutation.op} {mutation.node_id}: {exc.message}")
+    return tree, applied, refused
+
+
+def fallback_mutations(tree: HarnessTree, traces: list[dict[str, Any]], limit: int = 4) -> list[Mutation]:
+    """Deterministic mutations: failing examples (with their correct answer when known) as memory items.
+
+    Worked examples in the prompt move a small model a lot (MEASURED.md), so this alone is a useful step.
+    When nothing failed, well-scored answers become examples instead.
+    """
+    failures = [t for t in traces if is_failure(t) and question_of(t)]
+    chosen = failures or [t for t in traces if question_of(t) and t.get("answer")]
+    existing = {node.text for node in tree.of_kind("memory")}
+    mutations: list[Mutation] = []
+    for trace in chosen:
+        text = example_text(trace)
+        if text in existing:
+            continue
+        existing.add(text)
+        mutations.append(Mutation.create(Node(memory_id(text), "memory", {"text": text, "tags": ["example"]})))
+        if len(mutations) >= limit:
+            break
+    return mutations
+
+
+def example_text(trace: dict[str, Any]) -> str:
+    """A memory item from one trace: the question and the right answer, or what went wrong."""
+    question = question_of(trace).strip()[:MAX_QUESTION_CHARS]
+    if trace.get("expected") is not None:
+        return f"Q: {question}\nA: {trace['expected']}"
+    if not is_failure(trace):
+        return f"Q: {question}\nA: {str(trace.get('answer', '')).strip()[:MAX_QUESTION_CHARS]}"
+    feedback = trace.get("feedback")
+    note = feedback if isinstance(feedback, str) else json.dumps(feedback) if feedback else "judged wrong"
+    wrong = str(trace.get("answer", "")).strip()[:160]
+    return f"Q: {question}\nAvoid: {wrong!r} ({str(note)[:200]})"
+
+
+def memory_id(text: str, prefix: str = "mem") -> str:
+    return f"{prefix}-{hashlib.sha256(text.encode()).hexdigest()[:10]}"
+
+
+def load_state(parent_dir: Path | None, method: str) -> dict[str, Any]:
+    """The method's state stored in the parent release (`state/<method>.json`), or {}."""
+    if parent_dir is None:
+        return {}
+    path = Path(parent_dir) / STATE_DIR / f"{method}.json"
+    try:
+        return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    except ValueError:
+        return {}
+
+
+def rejection_ledger(commits: list[Any], limit: int = 5) -> list[dict[str, Any]]:
+    """The latest rejected steps: their mutations and the gate's reason, fed back to the proposer."""
+    rejected = [c for c in commits if c.verdict == "rejected"][-limit:]
+    return [{"step": c.step, "reason": c.reason, "mutations": (c.metrics or {}).get("mutations", [])} for c in rejected]
+
+
+def describe_ledger(ledger: list[dict[str, Any]]) -> str:
+    if not ledger:
+        return "none"
+    lines = []
+    for entry in ledger:
+        summary = "; ".join(_summary(m) for m in entry["mutations"][:4]) or "no change"
+        lines.append(f"- step {entry['step']}: {summary} -> rejected ({entry['reason']})")
+    return "\n".join(lines)
+
+
+def _summary(mutation: dict[str, Any]) -> str:
+    if mutation.get("op") == "create":
+        node = mutation.get("node", {})
+        text = str(node.get("config", {}).get("text", ""))[:60].replace("\n", " ")
+        return f"create {node.get('kind')} {text!r}"
+    return f"{mutation.get('op')} {mutation.get('id')}"
+
+
+def _apply_proposals(tree: HarnessTree, queued: list[dict[str, Any]]) -> tuple[HarnessTree, dict[str, Any]]:
+    notes: dict[str, Any] = {"mutations": [], "refused": [], "proposal_ids": []}
+    for proposal in queued:
+        notes["proposal_ids"].append(proposal["proposal_id"])
+        try:
+            mutations = parse_mutations(proposal["mutations"])
+            tree = apply_mutations(tree, mutations)
+        except BadRequest as exc:
+            notes["refused"].append(f"proposal {proposal['proposal_id']}: {exc.message}")
+            continue
+        notes["mutations"] += [m.to_json() for m in mutations]
+    return tree, notes
+
+
+def _commits(ctx: Any) -> list[Any]:
+    """The scenario's step log: `ctx.commits` if the learner passes one, else the log `reef serve` keeps."""
+    log_store = getattr(ctx, "commits", None)
+    if log_store is None:
+        from reef.releases.commit_log import FileCommitLog
+
+        directory = Path(ctx.settings.storage.dir).expanduser() / "commits"
+        if not directory.is_dir():
+            return []
+        log_store = FileCommitLog(directory)
+    return log_store.list(ctx.scenario, limit=10_000)

@@ -1,0 +1,134 @@
+"""From records to harness training units: each report that cites inferences becomes one trace per citation.
+
+A trace is a JSON-able dict: `messages` (the request's conversation), `answer` (the model's text), `score`,
+`feedback` (string or object, opaque), `expected` (a correct answer when the report names one) and `record_ids`.
+"""
+
+from __future__ import annotations
+
+import collections
+import uuid
+from typing import Any
+
+from reef.core.records import Record
+from reef.learning.base import Batch, Processor
+
+MAX_REMEMBERED_INFERENCES = 2_000
+_EXPECTED_KEYS = ("expected", "answer", "correct_answer", "demonstration", "reference")
+
+
+class TraceProcessor(Processor):
+    """Pairs reports with the inferences they cite; a batch is `batch_size` traces."""
+
+    def __init__(self, batch_size: int = 8) -> None:
+        self.batch_size = batch_size
+        self._inferences: collections.OrderedDict[str, dict[str, Any]] = collections.OrderedDict()
+        self._ready: list[dict[str, Any]] = []
+        self._reserved: dict[str, list[dict[str, Any]]] = {}
+
+    def ingest(self, record: Record) -> None:
+        payload = record.payload or {}
+        if record.request_type == "inference":
+            self._inferences[record.agent_record_id] = payload
+            while len(self._inferences) > MAX_REMEMBERED_INFERENCES:
+                self._inferences.popitem(last=False)
+            return
+        references = payload.get("references") or []
+        cited = [(ref, self._inferences.get(ref)) for ref in references]
+        for ref, inference in cited:
+            if inference is not None:
+                self._ready.append(trace_of(inference, payload, [ref, record.agent_record_id]))
+        if not references and payload.get("feedback") is not None:
+            self._ready.append(trace_of({}, payload, [record.agent_record_id]))
+
+    def ready(self) -> int:
+        return len(self._ready)
+
+    def build_batch(self) -> Batch | None:
+        if len(self._ready) < self.batch_size:
+            return None
+        samples, self._ready = self._ready[: self.batch_size], self._ready[self.batch_size :]
+        batch_id = "batch_" + uuid.uuid4().hex[:12]
+        self._reserved[batch_id] = samples
+        record_ids = sorted({rid for sample in samples for rid in sample["record_ids"]})
+        return Batch(batch_id=batch_id, samples=samples, record_ids=record_ids)
+
+    def acknowledge(self, batch_id: str) -> None:
+        self._reserved.pop(batch_id, None)
+
+
+def trace_of(inference: dict[str, Any], report: dict[str, Any], record_ids: list[str]) -> dict[str, Any]:
+    """One trace from an inference payload and the report that judged it."""
+    request = inference.get("request") or {}
+    feedback = report.get("feedback")
+    metadata = report.get("metadata") or {}
+    return {
+        "messages": _messages(request),
+        "answer": answer_of(inference.get("response") or {}),
+        "score": report.get("score"),
+        "feedback": feedback,
+        "expected": _expected(feedback, metadata),
+        "record_ids": record_ids,
+    }
+
+
+def question_of(trace: dict[str, Any]) -> str:
+    """The last user turn of a trace (what the agent was asked)."""
+    for message in reversed(trace.get("messages") or []):
+        if message.get("role") == "user":
+            return _text(message.get("content"))
+    return ""
+
+
+def is_failure(trace: dict[str, Any], threshold: float = 0.5) -> bool:
+    """A trace whose score is below `threshold` (or, unscored, whose feedback names a correct answer)."""
+    score = trace.get("score")
+    if isinstance(score, int | float):
+        return score < threshold
+    return trace.get("expected") is not None
+
+
+def answer_of(response: dict[str, Any]) -> str:
+    """The assistant text of a chat / messages / responses body."""
+    if "choices" in response:
+        message = (response.get("choices") or [{}])[0].get("message") or {}
+        return _text(message.get("content"))
+    if isinstance(response.get("content"), list):
+        return _text(response["content"])
+    if "output" in response:
+        parts = [_text(item.get("content")) for item in response.get("output") or [] if isinstance(item, dict)]
+        return "".join(parts)
+    return ""
+
+
+def _messages(request: dict[str, Any]) -> list[dict[str, Any]]:
+    if isinstance(request.get("messages"), list):
+        out = []
+        if isinstance(request.get("system"), str | list):
+            out.append({"role": "system", "content": _text(request["system"])})
+        out += [
+            {"role": m.get("role", "user"), "content": _text(m.get("content"))}
+            for m in request["messages"]
+            if isinstance(m, dict)
+        ]
+        return out
+    if isinstance(request.get("input"), str):
+        return [{"role": "user", "content": request["input"]}]
+    return []
+
+
+def _expected(feedback: Any, metadata: dict[str, Any]) -> str | None:
+    for source in (metadata, feedback if isinstance(feedback, dict) else {}):
+        for key in _EXPECTED_KEYS:
+            value = source.get(key)
+            if isinstance(value, str | int | float) and not isinstance(value, bool) and str(value).strip():
+                return str(value).strip()
+    return None
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
+    return ""

@@ -1,0 +1,131 @@
+"""`LocalEngine`: an embedded transformers model answering all three dialects, with a LoRA adapter per release."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from reef.core.releases import Release
+from reef.core.scenarios import Dialect
+from reef.core.settings import InferenceSettings
+from reef.inference.base import Completion, CompletionStream, Engine, RequestContext
+from reef.inference.local.adapters import AdapterSet, Binding, Bindings, binding_for
+from reef.inference.local.model_files import load_base_model, resolve_device, resolve_model_path
+from reef.inference.local.request import RequestSetup, prompt_ids_of, raise_failure, submit, to_chat
+from reef.inference.local.scheduler import Failed, Scheduler
+from reef.inference.local.stream import LocalStream, complete
+
+log = logging.getLogger(__name__)
+
+
+class LocalEngine(Engine):
+    """Serves `settings.model_path` in this process: continuous batching on a scheduler thread."""
+
+    def __init__(self, settings: InferenceSettings) -> None:
+        if not settings.model_path:
+            raise ValueError("LocalEngine needs inference.model_path")
+        self._settings = settings
+        self._bindings = Bindings()
+        self._setup: RequestSetup | None = None
+        self._adapters: AdapterSet | None = None
+        self._created = int(time.time())
+        self.model_dir: Path | None = None
+        self.model_name = settings.served_model_name or _display_name(settings.model_path)
+
+    async def start(self) -> None:
+        if self._setup is None:
+            await asyncio.to_thread(self._load)
+
+    def _load(self) -> None:
+        settings = self._settings
+        assert settings.model_path is not None
+        started = time.perf_counter()
+        self.model_dir = resolve_model_path(settings.model_path, settings.model_cache_dir)
+        device = resolve_device(settings.device)
+        if device == "cpu":
+            # One decode thread owns the model; give its matmuls every core this process may use.
+            torch.set_num_threads(max(1, len(os.sched_getaffinity(0))))
+        model, tokenizer = load_base_model(self.model_dir, device, settings.dtype)
+        eos_ids = _eos_ids(model, tokenizer)
+        self._adapters = AdapterSet(model, settings.max_resident_adapters)
+        scheduler = Scheduler(
+            self._adapters,
+            pad_id=tokenizer.pad_token_id,
+            eos_ids=eos_ids,
+            max_batch_size=settings.max_batch_size,
+            max_queue=settings.max_queue,
+        )
+        scheduler.start()
+        max_positions = int(getattr(model.config, "max_position_embeddings", 0) or 1 << 20)
+        self._setup = RequestSetup(tokenizer, scheduler, self._bindings, settings.default_max_new_tokens, max_positions)
+        log.info("local model %s loaded from %s on %s in %.1fs", self.model_name, self.model_dir, device,
+                 time.perf_counter() - started)
+
+    @property
+    def setup(self) -> RequestSetup:
+        if self._setup is None:
+            raise RuntimeError("LocalEngine.start() has not been awaited")
+        return self._setup
+
+    async def complete(self, dialect: Dialect, body: dict[str, Any], ctx: RequestContext) -> Completion:
+        setup = self.setup
+        return await complete(submit(setup, dialect, body, ctx), setup.tokenizer, self.model_name, body)
+
+    async def stream(self, dialect: Dialect, body: dict[str, Any], ctx: RequestContext) -> CompletionStream:
+        setup = self.setup
+        submitted = submit(setup, dialect, body, ctx)
+        first = await submitted.next_event()  # so that a failure before the first token is raised here
+        if isinstance(first, Failed):
+            raise_failure(first)
+        return LocalStream(submitted, first, setup.tokenizer, self.model_name, body)
+
+    async def count_tokens(self, body: dict[str, Any], ctx: RequestContext) -> dict[str, Any]:
+        chat = to_chat(Dialect.MESSAGES, body)
+        return {"input_tokens": len(prompt_ids_of(self.setup.tokenizer, chat, ctx.system_prompt))}
+
+    async def activate(self, scenario: str, release: Release | None, path: Path | None) -> None:
+        binding = Binding() if release is None else binding_for(release.release_id, path)
+        if binding.adapter_name is not None and binding.adapter_path is not None:
+            await self.preload(binding)
+        self._bindings.set(scenario, binding)
+
+    async def preload(self, binding: Binding) -> None:
+        """Load `binding`'s adapter now (between decode steps) so its first request does not wait for it."""
+        adapters, scheduler = self._adapters, self.setup.scheduler
+        assert adapters is not None and binding.adapter_name is not None and binding.adapter_path is not None
+        name, path = binding.adapter_name, binding.adapter_path
+        await asyncio.wrap_future(scheduler.call(lambda: adapters.ensure(name, path, scheduler.in_use())))
+
+    def active_release_id(self, scenario: str) -> str | None:
+        return self._bindings.current(scenario).release_id
+
+    def models(self) -> list[dict[str, Any]]:
+        return [{"id": self.model_name, "object": "model", "created": self._created, "owned_by": "reef"}]
+
+    async def aclose(self) -> None:
+        if self._setup is not None:
+            await asyncio.to_thread(self._setup.scheduler.stop)
+            self._setup = None
+
+
+def _display_name(model_path: str) -> str:
+    path = Path(model_path)
+    return path.stem if path.suffix == ".gguf" else path.name or model_path
+
+
+def _eos_ids(model: Any, tokenizer: Any) -> set[int]:
+    ids: set[int] = set()
+    configured = getattr(model.generation_config, "eos_token_id", None)
+    if isinstance(configured, int):
+        ids.add(configured)
+    elif configured:
+        ids.update(configured)
+    if tokenizer.eos_token_id is not None:
+        ids.add(tokenizer.eos_token_id)
+    return ids

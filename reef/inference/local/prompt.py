@@ -1,0 +1,79 @@
+"""Turning a chat request into prompt token ids with the model's own chat template.
+
+`render_prompt_ids` is shared with training: the SFT trainer must tokenize prompts exactly as the engine does,
+or the adapter learns a prompt format it never sees at serving time.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from reef.core.errors import BadRequest
+from reef.inference.translate.content import text_of
+
+
+def render_prompt_ids(
+    tokenizer: Any, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None
+) -> list[int]:
+    """Token ids of `messages` rendered by the tokenizer's chat template, ending with the assistant turn's opening.
+
+    Messages are chat-shaped (`role`, `content` as text or parts); `tools` are OpenAI tool definitions, passed to
+    the template (templates that do not mention tools simply ignore them).
+    """
+    text = render_prompt_text(tokenizer, messages, tools)
+    # The template already wrote any BOS/role markers, so the tokenizer must not add special tokens again.
+    return list(tokenizer(text, add_special_tokens=False)["input_ids"])
+
+
+def render_prompt_text(
+    tokenizer: Any, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None
+) -> str:
+    """The prompt as text (see `render_prompt_ids`)."""
+    kwargs: dict[str, Any] = {"tokenize": False, "add_generation_prompt": True}
+    if tools:
+        kwargs["tools"] = tools
+    try:
+        native_tool_calls = "tool_calls" in str(getattr(tokenizer, "chat_template", "") or "")
+        return str(tokenizer.apply_chat_template(_template_messages(messages, native_tool_calls), **kwargs))
+    except Exception as exc:  # a template error is the request's fault (e.g. roles it does not accept)
+        raise BadRequest(f"the model's chat template rejected the conversation: {exc}", "messages")
+
+
+def _template_messages(messages: list[dict[str, Any]], native_tool_calls: bool) -> list[dict[str, Any]]:
+    # Templates concatenate `content` as a string; flatten parts, and give tool calls a textual form when the
+    # template does not render them itself, so that the whole conversation reaches the model.
+    rendered = []
+    for message in messages:
+        out = {key: value for key, value in message.items() if value is not None}
+        content = text_of(message.get("content"))
+        calls = message.get("tool_calls") or []
+        if calls and not native_tool_calls:
+            described = [
+                f'<tool_call>{{"name": "{(c.get("function") or {}).get("name", "")}", '
+                f'"arguments": {(c.get("function") or {}).get("arguments") or "{}"}}}</tool_call>'
+                for c in calls
+            ]
+            content = "\n".join([content, *described]) if content else "\n".join(described)
+        out["content"] = content
+        rendered.append(out)
+    return rendered
+
+
+def chat_messages(body: dict[str, Any], system_prompt: str | None) -> list[dict[str, Any]]:
+    """The request's messages with `system_prompt` (from a harness) merged into, or placed before, the first one."""
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise BadRequest("must be a non-empty list", "messages")
+    for index, message in enumerate(messages):
+        if not isinstance(message, dict) or not isinstance(message.get("role"), str):
+            raise BadRequest("each message needs a string role", f"messages.{index}")
+    messages = [dict(m) for m in messages]
+    if messages[0]["role"] == "developer":
+        messages[0]["role"] = "system"
+    if system_prompt:
+        if messages[0]["role"] == "system":
+            existing = text_of(messages[0].get("content"))
+            messages[0]["content"] = f"{system_prompt}\n\n{existing}" if existing else system_prompt
+        else:
+            messages.insert(0, {"role": "system", "content": system_prompt})
+    return messages

@@ -1,0 +1,157 @@
+"""Sampling parameters of a chat request and the per-step choice of next tokens for a batch of rows.
+
+Log-probs reported for training (and for OpenAI `logprobs`) are the model's log-softmax at temperature 1 of the
+chosen token, before temperature, top-p or min-tokens masking: the distribution of the model itself, which is
+what importance ratios in RL recipes are computed against.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+import torch
+
+from reef.core.errors import BadRequest
+
+MAX_TOP_LOGPROBS = 20
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class SamplingParams:
+    """How one request is decoded. `temperature == 0` means greedy."""
+
+    max_new_tokens: int
+    temperature: float = 1.0
+    top_p: float = 1.0
+    stop: tuple[str, ...] = ()
+    stop_token_ids: tuple[int, ...] = ()
+    seed: int | None = None
+    min_tokens: int = 0
+    ignore_eos: bool = False
+    logprobs: bool = False
+    top_logprobs: int = 0
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature <= 0.0
+
+
+def sampling_params(body: dict[str, Any], default_max_new_tokens: int) -> SamplingParams:
+    """Validate and read the sampling fields of a chat completions body (vLLM extras included)."""
+    max_new_tokens = _int(body, "max_completion_tokens", None)
+    if max_new_tokens is None:
+        max_new_tokens = _int(body, "max_tokens", None)
+    if max_new_tokens is None:
+        max_new_tokens = default_max_new_tokens
+    if max_new_tokens < 1:
+        raise BadRequest("must be at least 1", "max_tokens")
+    temperature = _float(body, "temperature", 1.0)
+    if not 0.0 <= temperature <= 2.0 + 1e-9:
+        raise BadRequest("must be between 0 and 2", "temperature")
+    top_p = _float(body, "top_p", 1.0)
+    if not 0.0 < top_p <= 1.0:
+        raise BadRequest("must be in (0, 1]", "top_p")
+    stop = body.get("stop")
+    if stop is None:
+        stops: tuple[str, ...] = ()
+    elif isinstance(stop, str):
+        stops = (stop,)
+    elif isinstance(stop, list) and all(isinstance(s, str) for s in stop):
+        stops = tuple(s for s in stop if s)
+    else:
+        raise BadRequest("must be a string or a list of strings", "stop")
+    top_logprobs = _int(body, "top_logprobs", 0) or 0
+    if not 0 <= top_logprobs <= MAX_TOP_LOGPROBS:
+        raise BadRequest(f"must be between 0 and {MAX_TOP_LOGPROBS}", "top_logprobs")
+    stop_token_ids = body.get("stop_token_ids") or []
+    if not isinstance(stop_token_ids, list) or not all(isinstance(t, int) for t in stop_token_ids):
+        raise BadRequest("must be a list of token ids", "stop_token_ids")
+    n = body.get("n")
+    if n not in (None, 1):
+        raise BadRequest("only n=1 is supported by the local engine", "n")
+    return SamplingParams(
+        max_new_tokens=max_new_tokens,
+        temperature=temperature,
+        top_p=top_p,
+        stop=stops,
+        stop_token_ids=tuple(stop_token_ids),
+        seed=_int(body, "seed", None),
+        min_tokens=max(0, _int(body, "min_tokens", 0) or 0),
+        ignore_eos=bool(body.get("ignore_eos", False)),
+        logprobs=bool(body.get("logprobs", False)),
+        top_logprobs=top_logprobs,
+    )
+
+
+def _int(body: dict[str, Any], field: str, default: int | None) -> int | None:
+    value = body.get(field)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise BadRequest("must be an integer", field)
+    return value
+
+
+def _float(body: dict[str, Any], field: str, default: float) -> float:
+    value = body.get(field)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise BadRequest("must be a number", field)
+    return float(value)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Choice:
+    """The token picked for one row, its log-prob (temperature 1) and, when asked, the top alternatives."""
+
+    token_id: int
+    logprob: float
+    top: tuple[tuple[int, float], ...] = ()
+
+
+def pick_tokens(
+    logits: torch.Tensor,
+    params: list[SamplingParams],
+    generators: list[torch.Generator | None],
+    banned: list[tuple[int, ...]],
+) -> list[Choice]:
+    """Choose the next token of each row of `logits` ([rows, vocab]) under that row's parameters.
+
+    `banned[i]` are token ids row i may not pick yet (end-of-sequence ids while `min_tokens` is unmet).
+    """
+    logits = logits.float()
+    logprobs = torch.log_softmax(logits, dim=-1)
+    if any(banned):
+        logits = logits.clone()
+        for row, ids in enumerate(banned):
+            if ids:
+                logits[row, list(ids)] = -math.inf
+    chosen = torch.argmax(logits, dim=-1).tolist()
+    for row, p in enumerate(params):
+        if not p.greedy:
+            chosen[row] = _sample(logits[row], p, generators[row])
+    picked = logprobs.gather(1, torch.tensor(chosen).unsqueeze(1)).squeeze(1).tolist()
+    choices = []
+    for row, p in enumerate(params):
+        top: tuple[tuple[int, float], ...] = ()
+        if p.top_logprobs:
+            values, ids = torch.topk(logprobs[row], p.top_logprobs)
+            top = tuple(zip(ids.tolist(), values.tolist(), strict=True))
+        choices.append(Choice(chosen[row], picked[row], top))
+    return choices
+
+
+def _sample(logits: torch.Tensor, p: SamplingParams, generator: torch.Generator | None) -> int:
+    scaled = logits / p.temperature
+    if p.top_p < 1.0:
+        sorted_logits, order = torch.sort(scaled, descending=True)
+        cumulative = torch.softmax(sorted_logits, dim=-1).cumsum(dim=-1)
+        # Keep the smallest prefix whose mass reaches top_p (the first token always stays).
+        drop = cumulative - torch.softmax(sorted_logits, dim=-1) >= p.top_p
+        sorted_logits[drop] = -math.inf
+        scaled = torch.full_like(scaled, -math.inf).scatter(0, order, sorted_logits)
+    probs = torch.softmax(scaled, dim=-1)
+    return int(torch.multinomial(probs, 1, generator=generator).item())

@@ -1,0 +1,453 @@
+"""The per-scenario learner: the single writer of a scenario's releases.
+
+One step: build a batch → grow a candidate → evaluate it paired against the serving release → select →
+publish (compare-and-swap on the head; pending under review) → append the commit log (the commit point) →
+activate in the engine → mark the batch's records consumed → acknowledge the batch.
+
+A crash before the commit log leaves the old release serving and the batch unconsumed, so it is retried; a
+crash after it is repaired on resume (`_resume` marks the committed records consumed). A rejected candidate
+consumes its records too: the commit says why. A failing step writes a `skipped` commit that consumes nothing
+(the batch is retried with backoff) until it has failed `max_attempts` times in a row, then consumes it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import dataclasses
+import logging
+import shutil
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from reef.core.errors import Conflict
+from reef.core.releases import Commit, Release, Verdict
+from reef.core.settings import Settings
+from reef.inference.base import Engine
+from reef.learning.base import Batch, Evaluator, Processor, Recipe, Selector
+from reef.learning.evaluation.selectors import Always
+from reef.learning.growth import Candidate, GrowContext, grow
+from reef.releases.base import CommitLog, ReleaseStore
+from reef.storage.base import RecordStore
+
+log = logging.getLogger(__name__)
+
+Activate = Callable[[str, Release], Awaitable[None]]
+
+MAX_ATTEMPTS = 3
+MAX_BACKOFF_S = 60.0
+_PAGE = 1000
+
+
+class Learner:
+    """Turns one scenario's records into releases, in `auto` mode (a background task) or `manual` (`step()`)."""
+
+    def __init__(
+        self,
+        scenario: str,
+        *,
+        recipe: Recipe,
+        settings: Settings,
+        records: RecordStore,
+        releases: ReleaseStore,
+        commits: CommitLog,
+        engine: Engine,
+        evaluator: Evaluator,
+        selector: Selector,
+        activate: Activate,
+        commit_lock: asyncio.Lock,
+        backend_factory: Callable[[], Any],
+    ) -> None:
+        self.scenario = scenario
+        self.recipe = recipe
+        self.settings = settings
+        self.records = records
+        self.releases = releases
+        self.commits = commits
+        self.engine = engine
+        self.evaluator = evaluator
+        self.selector = selector
+        self._activate = activate
+        self._commit_lock = commit_lock  # shared with rollback/promote: head moves and activations never interleave
+        self._backend_factory = backend_factory
+        self._step_lock = asyncio.Lock()
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._processor: Processor | None = None
+        self._cursor = 0
+        self._step = 0
+        self._failures = 0
+        self._last_commit: Commit | None = None
+        self._blocked: str | None = None
+        self._job: dict[str, Any] = {"state": "idle"}
+        self._losses: collections.deque[float] = collections.deque(maxlen=50)
+        self._errors: collections.deque[dict[str, Any]] = collections.deque(maxlen=10)
+
+    # ---- lifecycle -------------------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Resume from the stores and, in `auto` mode, start stepping in the background."""
+        try:
+            await asyncio.to_thread(self._resume)
+        except Exception as exc:  # serve anyway; the loop (or the next step) retries the resume
+            log.exception("learner %s: resume failed", self.scenario)
+            self._error(None, f"resume failed: {type(exc).__name__}: {exc}")
+        if self.settings.learning.mode == "auto":
+            self._task = asyncio.create_task(self._run(), name=f"reef-learner-{self.scenario}")
+
+    async def stop(self) -> None:
+        """Stop the background loop; an unacknowledged batch is retried by the next start."""
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    def wake(self) -> None:
+        """Records were appended: look for a ready batch now rather than at the next poll."""
+        self._wake.set()
+
+    # ---- stepping --------------------------------------------------------------------------------------------
+
+    async def step(self) -> dict[str, Any] | None:
+        """Run one step now if a batch can be built; the step's commit as JSON, or None if nothing was ready."""
+        async with self._step_lock:
+            await self._pull()
+            assert self._processor is not None
+            if self._processor.ready() == 0:
+                return None
+            blocker = self._evaluation_blocker()
+            if blocker is not None:
+                return await self._block(blocker)
+            self._blocked = None
+            batch = self._processor.build_batch()
+            if batch is None:
+                return None
+            return (await self._run_step(batch)).to_json()
+
+    async def _run(self) -> None:
+        batch_size = self.settings.learning.batch_size
+        poll_s = self.settings.learning.poll_interval_s
+        while True:
+            try:
+                await self._pull()
+                assert self._processor is not None
+                still_blocked = self._blocked is not None and self._evaluation_blocker() is not None
+                if self._processor.ready() >= batch_size and not still_blocked and await self.step() is not None:
+                    if self._failures:
+                        await self._sleep(min(poll_s * 2**self._failures, MAX_BACKOFF_S))
+                    continue  # another batch may be ready already
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # never let the loop die: the server keeps serving
+                log.exception("learner %s: loop error", self.scenario)
+                self._error(None, f"{type(exc).__name__}: {exc}")
+            await self._sleep(poll_s)
+
+    async def _sleep(self, seconds: float) -> None:
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(self._wake.wait(), timeout=seconds)
+        self._wake.clear()
+
+    async def _run_step(self, batch: Batch) -> Commit:
+        step = self._step + 1
+        work_root = Path(self.settings.storage.dir).expanduser() / "work"
+        work_root.mkdir(parents=True, exist_ok=True)
+        work_dir = Path(tempfile.mkdtemp(prefix=f"{self.scenario}-step{step}-", dir=work_root))
+        self._job = {
+            "state": "growing",
+            "step": step,
+            "batch_id": batch.batch_id,
+            "samples": len(batch.samples),
+            "started_at": time.time(),
+            "progress": None,
+        }
+        log.info("learner %s: step %d growing a candidate from %d samples", self.scenario, step, len(batch.samples))
+        try:
+            try:
+                commit = await self._grow_judge_commit(step, batch, work_dir)
+            except Conflict as exc:
+                return await self._skip(step, batch, f"the head moved during the step ({exc.message})", failed=False)
+            except Exception as exc:
+                log.exception("learner %s: step %d failed", self.scenario, step)
+                return await self._skip(step, batch, f"{type(exc).__name__}: {exc}")
+            self._step, self._failures, self._last_commit = step, 0, commit
+            await self._consume(batch, step)
+            return commit
+        finally:
+            self._job = {"state": "idle"}
+            shutil.rmtree(work_dir, ignore_errors=True)
+
+    async def _grow_judge_commit(self, step: int, batch: Batch, work_dir: Path) -> Commit:
+        head = await asyncio.to_thread(self.releases.head, self.scenario)
+        parent_dir = await asyncio.to_thread(self.releases.materialize, head) if head is not None else None
+        ctx = GrowContext(self.scenario, step, work_dir, self.settings, self.engine, self.records, head, self._progress)
+        candidate = await grow(self.recipe, batch, parent_dir, ctx, self._backend_factory)
+        self._job["state"] = "evaluating"
+        candidate_scores, current_scores, accepted, reason = await self._judge(candidate.path, head)
+        metrics = {**candidate.metrics, **_score_summary(candidate_scores, current_scores)}
+        log.info("learner %s: step %d %s: %s", self.scenario, step, "accepted" if accepted else "rejected", reason)
+        if not accepted:
+            commit = self._commit(
+                step, "rejected", reason, None, head, candidate_scores, current_scores, metrics, batch.record_ids
+            )
+            await asyncio.to_thread(self.commits.append, commit)
+            return commit
+        self._job["state"] = "publishing"
+        return await self._publish(step, batch, candidate, head, candidate_scores, current_scores, reason, metrics)
+
+    async def _judge(self, candidate_path: Path, head: Release | None) -> tuple[list[float], list[float], bool, str]:
+        """Evaluate and select; any exception fails closed (rejects)."""
+        if self._tasks_configured() is False:
+            return [], [], True, "no evaluation tasks; policy always accepts"
+        candidate_scores: list[float] = []
+        current_scores: list[float] = []
+        try:
+            candidate_scores, current_scores = await self.evaluator.paired_scores(
+                self.scenario, candidate_path, head.release_id if head is not None else None
+            )
+            accepted, reason = self.selector.accept(candidate_scores, current_scores)
+            return list(candidate_scores), list(current_scores), bool(accepted), reason
+        except Exception as exc:
+            log.exception("learner %s: evaluation failed", self.scenario)
+            return candidate_scores, current_scores, False, f"evaluation failed, rejected: {type(exc).__name__}: {exc}"
+
+    async def _publish(
+        self,
+        step: int,
+        batch: Batch,
+        candidate: Candidate,
+        head: Release | None,
+        candidate_scores: list[float],
+        current_scores: list[float],
+        reason: str,
+        metrics: dict[str, Any],
+    ) -> Commit:
+        review = self.settings.learning.review
+        async with self._commit_lock:
+            release = await asyncio.to_thread(
+                self.releases.publish,
+                self.scenario,
+                candidate.path,
+                head.release_id if head is not None else None,
+                operation="training",
+                step=step,
+                recipe=self.recipe.name,
+                # The consumed ids ride along so a crash before the commit log can be rolled forward on resume.
+                metrics={**metrics, "consumed_record_ids": list(batch.record_ids)},
+                pending=review,
+            )
+            verdict: Verdict = "pending" if review else "published"
+            commit = self._commit(
+                step, verdict, reason, release, head, candidate_scores, current_scores, metrics, batch.record_ids
+            )
+            await asyncio.to_thread(self.commits.append, commit)
+            if not review:
+                try:
+                    await self._activate(self.scenario, release)
+                except Exception as exc:  # committed already: the head serves after the next start
+                    log.exception("learner %s: activation of %s failed", self.scenario, release.release_id)
+                    self._error(step, f"activation failed: {type(exc).__name__}: {exc}")
+        return commit
+
+    async def _consume(self, batch: Batch, step: int) -> None:
+        assert self._processor is not None
+        try:
+            await asyncio.to_thread(self.records.mark_consumed, batch.record_ids, step)
+            self._processor.acknowledge(batch.batch_id)
+        except Exception as exc:  # the commit log holds the ids: a resume marks them
+            log.exception("learner %s: marking step %d consumed failed", self.scenario, step)
+            self._error(step, f"marking records consumed failed: {type(exc).__name__}: {exc}")
+            await asyncio.to_thread(self._resume)
+
+    async def _skip(self, step: int, batch: Batch, reason: str, failed: bool = True) -> Commit:
+        self._failures += 1 if failed else 0
+        give_up = self._failures >= MAX_ATTEMPTS
+        consumed = list(batch.record_ids) if give_up else []
+        reason += f"; gave up on this batch after {MAX_ATTEMPTS} attempts" if give_up else "; the batch will be retried"
+        commit = self._commit(
+            step, "skipped", reason, None, None, [], [], {"batch_record_ids": list(batch.record_ids)}, consumed
+        )
+        self._error(step, reason)
+        try:
+            await asyncio.to_thread(self.commits.append, commit)
+            self._step, self._last_commit = step, commit
+            if give_up:
+                self._failures = 0
+                await asyncio.to_thread(self.records.mark_consumed, consumed, step)
+        except Exception as exc:
+            log.exception("learner %s: recording skipped step %d failed", self.scenario, step)
+            self._error(step, f"commit log append failed: {type(exc).__name__}: {exc}")
+        # A fresh processor gets every unconsumed record again, the failed batch included.
+        await asyncio.to_thread(self._resume)
+        return commit
+
+    async def _block(self, reason: str) -> dict[str, Any]:
+        """Learning cannot be judged: say so once in the commit log, consume nothing, train nothing."""
+        if self._blocked != reason:
+            self._blocked = reason
+            self._error(None, reason)
+            commit = self._commit(self._step + 1, "skipped", reason, None, None, [], [], {}, [])
+            await asyncio.to_thread(self.commits.append, commit)
+            self._step, self._last_commit = commit.step, commit
+        assert self._last_commit is not None
+        return self._last_commit.to_json()
+
+    def _evaluation_blocker(self) -> str | None:
+        """Why no candidate could be judged (no held-out tasks and a policy that needs scores), or None."""
+        if self._tasks_configured() is False and not isinstance(self.selector, Always):
+            return (
+                f"no evaluation tasks for scenario {self.scenario!r} (evaluation.tasks) and the policy "
+                f"{self.settings.evaluation.policy!r} needs scores; not training"
+            )
+        return None
+
+    def _tasks_configured(self) -> bool | None:
+        """True/False for task-based evaluators; None when the evaluator does not use task files."""
+        tasks = getattr(self.evaluator, "tasks", None)
+        return bool(tasks(self.scenario)) if callable(tasks) else None
+
+    # ---- resume ----------------------------------------------------------------------------------------------
+
+    def _resume(self) -> None:
+        """Rebuild the processor from the store: skip consumed records, repair marks the commit log owes."""
+        processor = self.recipe.processor()
+        if processor is None:
+            raise TypeError(f"recipe {self.recipe.name!r} does not learn (no processor)")
+        history = self._history()
+        last_step = history[-1].step if history else 0
+        head = self.releases.head(self.scenario)
+        if head is not None and head.operation == "training" and head.step > last_step:
+            # Published, then crashed before the commit point: the release serves, so roll its commit forward.
+            recovered = dataclasses.replace(
+                self._commit(
+                    head.step,
+                    "published",
+                    "recovered on resume: published before a crash",
+                    head,
+                    None,
+                    [],
+                    [],
+                    {},
+                    list(head.metrics.get("consumed_record_ids", [])),
+                ),
+                parent_release_id=head.parent_release_id,
+            )
+            self.commits.append(recovered)
+            history.append(recovered)
+            last_step = head.step
+        claimed = {record_id: commit.step for commit in history for record_id in commit.consumed_record_ids}
+        owed: dict[int, list[str]] = collections.defaultdict(list)
+        cursor = 0
+        while page := self.records.page(self.scenario, cursor, _PAGE):
+            for record in page:
+                if record.consumed_step is not None:
+                    continue
+                if record.agent_record_id in claimed:
+                    owed[claimed[record.agent_record_id]].append(record.agent_record_id)
+                    continue
+                processor.ingest(record)
+            cursor = page[-1].sequence or cursor
+        for step, record_ids in owed.items():
+            log.info("learner %s: marking %d records of committed step %d", self.scenario, len(record_ids), step)
+            self.records.mark_consumed(record_ids, step)
+        self._processor, self._cursor, self._step = processor, cursor, max(last_step, self._step)
+        self._last_commit = history[-1] if history else None
+
+    def _history(self) -> list[Commit]:
+        history: list[Commit] = []
+        while page := self.commits.list(self.scenario, history[-1].step if history else -1, _PAGE):
+            history.extend(page)
+        return history
+
+    async def _pull(self) -> None:
+        """Feed records appended since the last look to the processor."""
+        if self._processor is None:
+            await asyncio.to_thread(self._resume)
+            return
+        while page := await asyncio.to_thread(self.records.page, self.scenario, self._cursor, _PAGE):
+            for record in page:
+                if record.consumed_step is None:
+                    self._processor.ingest(record)
+            self._cursor = page[-1].sequence or self._cursor
+
+    # ---- status ----------------------------------------------------------------------------------------------
+
+    def _progress(self, event: dict[str, Any]) -> None:
+        # Called from the training worker thread; plain assignments are safe enough for a status view.
+        self._job["progress"] = event
+        if isinstance(event.get("loss"), int | float):
+            self._losses.append(float(event["loss"]))
+        log.info("learner %s: %s", self.scenario, event)
+
+    def _error(self, step: int | None, message: str) -> None:
+        self._errors.append({"at": time.time(), "step": step, "message": message})
+
+    def _commit(
+        self,
+        step: int,
+        verdict: Verdict,
+        reason: str,
+        release: Release | None,
+        head: Release | None,
+        candidate_scores: list[float],
+        current_scores: list[float],
+        metrics: dict[str, Any],
+        consumed: list[str],
+    ) -> Commit:
+        return Commit(
+            scenario=self.scenario,
+            step=step,
+            verdict=verdict,
+            reason=reason,
+            release_id=release.release_id if release is not None else None,
+            parent_release_id=head.release_id if head is not None else None,
+            candidate_scores=list(candidate_scores),
+            current_scores=list(current_scores),
+            metrics=metrics,
+            consumed_record_ids=list(consumed),
+            created_at=time.time(),
+        )
+
+    def status(self) -> dict[str, Any]:
+        """Step, buffered units, the job in flight, the last verdict with its scores, recent errors."""
+        last = self._last_commit
+        return {
+            "mode": self.settings.learning.mode,
+            "step": self._step,
+            "ready": self._processor.ready() if self._processor is not None else 0,
+            "batch_size": self.settings.learning.batch_size,
+            "records_seen": self._cursor,
+            "job": dict(self._job),
+            "recent_losses": list(self._losses),
+            "last_commit": None
+            if last is None
+            else {
+                "step": last.step,
+                "verdict": last.verdict,
+                "reason": last.reason,
+                "release_id": last.release_id,
+                "candidate_scores": last.candidate_scores,
+                "current_scores": last.current_scores,
+                **_score_summary(last.candidate_scores, last.current_scores),
+            },
+            "blocked": self._blocked,
+            "consecutive_failures": self._failures,
+            "errors": list(self._errors),
+        }
+
+
+def _score_summary(candidate: list[float], current: list[float]) -> dict[str, Any]:
+    if not candidate or len(candidate) != len(current):
+        return {"tasks": len(candidate)}
+    return {
+        "tasks": len(candidate),
+        "candidate_mean": sum(candidate) / len(candidate),
+        "current_mean": sum(current) / len(current),
+        "wins": sum(c > k for c, k in zip(candidate, current, strict=True)),
+        "losses": sum(c < k for c, k in zip(candidate, current, strict=True)),
+    }

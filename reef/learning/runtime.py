@@ -1,0 +1,320 @@
+"""The domain facade the HTTP service calls: scenarios, releases, request contexts, learners and status.
+
+Sync methods are on the hot path and answer from memory; async methods touch git or the engine and push
+blocking store calls to worker threads so the event loop keeps serving.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from reef.core.errors import Conflict, NotFound
+from reef.core.releases import Release, ReleaseOperation
+from reef.core.settings import Settings
+from reef.inference.base import Engine, RequestContext
+from reef.learning.base import Evaluator, Recipe, Selector
+from reef.learning.evaluation import TaskEvaluator, load_selector
+from reef.learning.growth import default_backend_factory
+from reef.learning.learner import Learner
+from reef.releases.base import CommitLog, ReleaseStore
+from reef.storage.base import RecordStore, ScenarioInfo
+
+log = logging.getLogger(__name__)
+
+_MAX_PINNED_CONTEXTS = 4096
+
+
+def harness_system_prompt(release_dir: Path) -> str | None:
+    """The system prompt a harness release gives a plain chat agent (None if `reef.harness.chat` is absent)."""
+    try:
+        from reef.harness.chat import system_prompt_for
+    except ImportError:
+        return None
+    return system_prompt_for(release_dir)
+
+
+class Runtime:
+    """Owns every scenario's serving state and learner; the only writer of releases in this process."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        records: RecordStore,
+        releases: ReleaseStore,
+        commits: CommitLog,
+        engine: Engine,
+        *,
+        recipe: Recipe | None = None,
+        evaluator: Evaluator | None = None,
+        selector: Selector | None = None,
+        backend_factory: Any = None,
+    ) -> None:
+        self.settings = settings
+        self.records = records
+        self.release_store = releases
+        self.commit_log = commits
+        self.engine = engine
+        if recipe is None:
+            from reef.learning.recipes_registry import load_recipe
+
+            recipe = load_recipe(settings.learning.recipe, settings)
+        self.recipe: Recipe = recipe
+        self.learns = recipe.processor() is not None
+        self.evaluator = evaluator or self._default_evaluator()
+        self.selector = selector or self._default_selector()
+        self._backend_factory = backend_factory or default_backend_factory(settings)
+        self._known: set[str] = set()
+        self._learners: dict[str, Learner] = {}
+        self._creation_locks: dict[str, asyncio.Lock] = {}
+        self._commit_locks: dict[str, asyncio.Lock] = {}
+        self._prompts: dict[str, str | None] = {}  # scenario -> harness system prompt of the serving release
+        self._pinned: dict[tuple[str, str], RequestContext] = {}
+        self._started = False
+
+    def _default_evaluator(self) -> Evaluator:
+        make = getattr(self.recipe, "evaluator", None)
+        if callable(make):
+            return make(self.engine)
+        candidate_prompt = harness_system_prompt if self.recipe.surface == "harness" else None
+        return TaskEvaluator(
+            self.engine, self.settings, context_for=self.context_for, candidate_prompt=candidate_prompt
+        )
+
+    def _default_selector(self) -> Selector:
+        make = getattr(self.recipe, "selector", None)
+        if callable(make):
+            return make()
+        return load_selector(self.settings.evaluation.policy, self.settings)
+
+    # ---- lifecycle -------------------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Serve each live scenario's head release, then start (and resume) its learner."""
+        scenarios = await asyncio.to_thread(self.records.scenarios)
+        for info in scenarios:
+            await self._bring_up(info.name)
+        self._started = True
+        log.info(
+            "runtime: %d scenarios, recipe %s, learning %s",
+            len(scenarios),
+            self.recipe.name,
+            self.settings.learning.mode if self.learns else "off",
+        )
+
+    async def stop(self) -> None:
+        """Stop every learner (unacknowledged batches are retried at the next start)."""
+        learners, self._learners = list(self._learners.values()), {}
+        await asyncio.gather(*(learner.stop() for learner in learners), return_exceptions=True)
+
+    async def _bring_up(self, name: str) -> None:
+        head = await asyncio.to_thread(self.release_store.head, name)
+        if head is None:
+            head = await self._publish_base(name)
+        await self._activate(name, head)
+        self._known.add(name)
+        if self.learns and name not in self._learners:
+            learner = self._new_learner(name)
+            self._learners[name] = learner
+            await learner.start()
+
+    def _new_learner(self, name: str) -> Learner:
+        return Learner(
+            name,
+            recipe=self.recipe,
+            settings=self.settings,
+            records=self.records,
+            releases=self.release_store,
+            commits=self.commit_log,
+            engine=self.engine,
+            evaluator=self.evaluator,
+            selector=self.selector,
+            activate=self._activate,
+            commit_lock=self._commit_lock(name),
+            backend_factory=self._backend_factory,
+        )
+
+    # ---- scenarios -------------------------------------------------------------------------------------------
+
+    def known_scenario(self, name: str) -> bool:
+        """Whether `name` is a live scenario with a serving release (in memory; the hot path)."""
+        return name in self._known
+
+    async def ensure_scenario(self, name: str, release_id: str | None = None) -> tuple[ScenarioInfo, bool]:
+        """Create the scenario (records + base release, activated) if absent; `(info, created)`.
+
+        Safe under many concurrent first requests for one name: one creates, the others wait and find it.
+        `release_id`, when given, must name a release of the scenario (NotFound otherwise).
+        """
+        created = False
+        if name not in self._known:
+            lock = self._creation_locks.setdefault(name, asyncio.Lock())
+            async with lock:
+                if name not in self._known:
+                    _, created = await asyncio.to_thread(self.records.ensure_scenario, name, self.recipe.name)
+                    await self._bring_up(name)
+        info = await asyncio.to_thread(self.records.scenario, name)
+        if info is None:  # deleted concurrently
+            raise NotFound(f"scenario {name!r} does not exist")
+        if release_id is not None:
+            await asyncio.to_thread(self.release_store.get, name, release_id)
+        return info, created
+
+    async def _publish_base(self, name: str) -> Release:
+        directory = Path(tempfile.mkdtemp(prefix="reef-seed-"))
+        try:
+            await asyncio.to_thread(self.recipe.seed, directory)
+            try:
+                return await asyncio.to_thread(
+                    self.release_store.publish, name, directory, None, operation="creation", recipe=self.recipe.name
+                )
+            except Conflict:  # another replica created it first
+                head = await asyncio.to_thread(self.release_store.head, name)
+                if head is None:
+                    raise
+                return head
+        finally:
+            shutil.rmtree(directory, ignore_errors=True)
+
+    async def delete_scenario(self, name: str) -> None:
+        """Archive the scenario's records and release refs and stop its learner; NotFound if unknown."""
+        if await asyncio.to_thread(self.records.scenario, name) is None:
+            raise NotFound(f"scenario {name!r} does not exist")
+        self._known.discard(name)
+        learner = self._learners.pop(name, None)
+        if learner is not None:
+            await learner.stop()
+        async with self._commit_lock(name):
+            await asyncio.to_thread(self.records.archive_scenario, name)
+            archive = getattr(self.release_store, "archive", None)
+            if callable(archive):
+                await asyncio.to_thread(archive, name)
+            await self.engine.activate(name, None, None)
+        self._prompts.pop(name, None)
+        self._pinned = {key: ctx for key, ctx in self._pinned.items() if key[0] != name}
+
+    # ---- serving ---------------------------------------------------------------------------------------------
+
+    def context_for(self, scenario: str, release_id: str | None) -> RequestContext:
+        """The request context: the serving release, or a pinned one (NotFound if it is not the scenario's)."""
+        if release_id is None or release_id == self.engine.active_release_id(scenario):
+            return RequestContext(scenario, release_id, system_prompt=self._prompts.get(scenario))
+        key = (scenario, release_id)
+        ctx = self._pinned.get(key)
+        if ctx is None:
+            ctx = self._pinned_context(scenario, release_id)
+            if len(self._pinned) >= _MAX_PINNED_CONTEXTS:
+                self._pinned.clear()
+            self._pinned[key] = ctx
+        return ctx
+
+    def _pinned_context(self, scenario: str, release_id: str) -> RequestContext:
+        release = self.release_store.get(scenario, release_id)  # raises NotFound
+        path = self.release_store.materialize(release)
+        if self.recipe.surface == "harness":
+            return RequestContext(scenario, release_id, system_prompt=harness_system_prompt(path))
+        # A release that is not the one loaded for the scenario is served like a candidate: from its files.
+        candidate = path if self.recipe.surface == "weights" else None
+        return RequestContext(scenario, release_id, candidate_path=candidate)
+
+    def validate_report(self, scenario: str, report: dict[str, Any]) -> None:
+        """Check a report against the recipe's schema; raises BadRequest naming the field."""
+        self.recipe.validate_report(report)
+
+    def notify(self, scenario: str) -> None:
+        """Records of `scenario` were appended: wake its learner (never blocks)."""
+        learner = self._learners.get(scenario)
+        if learner is not None:
+            learner.wake()
+
+    async def _activate(self, scenario: str, release: Release) -> None:
+        path = await asyncio.to_thread(self.release_store.materialize, release)
+        if self.recipe.surface == "harness":
+            self._prompts[scenario] = await asyncio.to_thread(harness_system_prompt, path)
+        await self.engine.activate(scenario, release, path)
+
+    def _commit_lock(self, scenario: str) -> asyncio.Lock:
+        return self._commit_locks.setdefault(scenario, asyncio.Lock())
+
+    # ---- releases and commits --------------------------------------------------------------------------------
+
+    def releases(self, scenario: str) -> list[dict[str, Any]]:
+        """Every release of `scenario`, newest first, marking the serving one `current`."""
+        self._require(scenario)
+        head = self.release_store.head(scenario)
+        current = head.release_id if head is not None else None
+        return [release.to_json(current=release.release_id == current) for release in self.release_store.list(scenario)]
+
+    async def rollback(self, scenario: str, release_id: str) -> Release:
+        """Serve an earlier release again, as a new release; Conflict if it is pending or already serving."""
+        return await self._restore(scenario, release_id, "rollback")
+
+    async def promote(self, scenario: str, release_id: str) -> Release:
+        """Serve a pending (reviewed) release, as a new release; Conflict if it is not pending."""
+        return await self._restore(scenario, release_id, "promote")
+
+    async def _restore(self, scenario: str, release_id: str, operation: ReleaseOperation) -> Release:
+        self._require(scenario)
+        async with self._commit_lock(scenario):
+            target = await asyncio.to_thread(self.release_store.get, scenario, release_id)
+            head = await asyncio.to_thread(self.release_store.head, scenario)
+            if operation == "promote" and not target.pending:
+                raise Conflict(f"release {release_id} is not pending; only pending releases can be promoted")
+            if operation == "rollback" and target.pending:
+                raise Conflict(f"release {release_id} is pending; promote it instead")
+            if operation == "rollback" and head is not None and head.release_id == release_id:
+                raise Conflict(f"release {release_id} is already serving")
+            release = await asyncio.to_thread(self.release_store.republish, scenario, release_id, operation)
+            await self._activate(scenario, release)
+        log.info("runtime: %s %s of %s → %s", scenario, operation, release_id, release.release_id)
+        return release
+
+    def commits(self, scenario: str, after_step: int = -1, limit: int = 100) -> list[dict[str, Any]]:
+        """The learner's step log of `scenario`, ascending from `after_step`."""
+        self._require(scenario)
+        return [commit.to_json() for commit in self.commit_log.list(scenario, after_step, limit)]
+
+    def _require(self, scenario: str) -> None:
+        if scenario not in self._known and self.records.scenario(scenario) is None:
+            raise NotFound(f"scenario {scenario!r} does not exist")
+
+    # ---- learning --------------------------------------------------------------------------------------------
+
+    async def step(self, scenario: str) -> dict[str, Any] | None:
+        """Run one learner step of `scenario` now; its commit as JSON, or None if no batch was ready."""
+        self._require(scenario)
+        learner = self._learners.get(scenario)
+        if learner is None:
+            if not self.learns:
+                return None
+            await self.ensure_scenario(scenario)
+            learner = self._learners[scenario]
+        return await learner.step()
+
+    def status(self) -> dict[str, Any]:
+        """Per scenario: learner step, buffered units, job state, last verdict and scores, serving release, errors."""
+        scenarios = {}
+        for name in sorted(self._known):
+            learner = self._learners.get(name)
+            entry: dict[str, Any] = {"current_release_id": self.engine.active_release_id(name)}
+            entry.update(learner.status() if learner is not None else {"learning": False})
+            scenarios[name] = entry
+        return {
+            "recipe": self.recipe.name,
+            "surface": self.recipe.surface,
+            "learning": {
+                "mode": self.settings.learning.mode,
+                "enabled": self.learns,
+                "batch_size": self.settings.learning.batch_size,
+                "review": self.settings.learning.review,
+            },
+            "evaluation": {
+                "policy": self.settings.evaluation.policy,
+                "tasks": str(self.settings.evaluation.tasks) if self.settings.evaluation.tasks else None,
+            },
+            "scenarios": scenarios,
+        }

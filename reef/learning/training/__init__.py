@@ -1,0 +1,21 @@
+"""Training backends: one job function (`job.run_training_job`), two launchers (local subprocess, Ray task).
+
+Importing this package does not import torch; only the job (in the training process) does.
+"""
+
+from __future__ import annotations
+
+from reef.core.settings import TrainingSettings
+from reef.learning.base import TrainingBackend
+from reef.learning.training.jobfile import TrainingFailed
+from reef.learning.training.local_backend import LocalProcessBackend
+from reef.learning.training.ray_backend import RayBackend
+
+__all__ = ["LocalProcessBackend", "RayBackend", "TrainingFailed", "open_training_backend"]
+
+
+def open_training_backend(settings: TrainingSettings) -> TrainingBackend:
+    """The backend `training.backend` names (`local` subprocess, or `ray` at `training.ray_address`)."""
+    if settings.backend == "ray":
+        return RayBackend(address=settings.ray_address)
+    return LocalProcessBackend()

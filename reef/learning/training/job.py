@@ -1,0 +1,109 @@
+"""The training job: base model (+ parent adapter) → LoRA steps on the batch → candidate adapter directory.
+
+The one function both backends launch (`local`: in a subprocess, `ray`: as a Ray task).
+`job.config` carries the `TrainingSettings` fields plus the recipe's own (`clip_low`, `kl_coef`, …).
+"""
+
+from __future__ import annotations
+
+import random
+import resource
+import time
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from reef.learning.base import TrainingJob, TrainingResult
+from reef.learning.training.losses import resolve_loss
+from reef.learning.training.samples import collate, token_logprobs, tokenize_sample
+
+Progress = Callable[[dict[str, Any]], None]
+
+
+def run_training_job(job: TrainingJob, progress: Progress | None = None) -> TrainingResult:
+    """Train on `job.samples` for `epochs` × micro-batches, one optimizer step each; save and return the adapter."""
+    started = time.perf_counter()
+    config = job.config
+    seed = int(config.get("seed", 0))
+    random.seed(seed)
+    torch.manual_seed(seed)
+    model, tokenizer, device = load_trainable_model(job)
+    loss_fn = resolve_loss(job.loss)
+    kl_coef = float(config.get("kl_coef", 0.0))
+    max_seq_len = int(config.get("max_seq_len", 512))
+    samples = [tokenize_sample(s, tokenizer, max_seq_len) for s in job.samples]
+    micro = int(config.get("micro_batch_size", 8))
+    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=config["learning_rate"])
+    order = random.Random(seed)
+    losses: list[float] = []
+    tokens = 0
+    model.train()
+    for epoch in range(int(config.get("epochs", 1))):
+        order.shuffle(samples)
+        for first in range(0, len(samples), micro):
+            batch = collate(samples[first : first + micro], tokenizer.pad_token_id, device)
+            logprobs = token_logprobs(model, batch)
+            ref_logprobs = None
+            if kl_coef:
+                with torch.no_grad(), model.disable_adapter():
+                    ref_logprobs = token_logprobs(model, batch)
+            loss = loss_fn(batch, logprobs, ref_logprobs, config)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+            losses.append(float(loss.detach()))
+            tokens += int(batch["attention_mask"].sum())
+            if progress is not None:
+                progress(
+                    {
+                        "step": len(losses),
+                        "epoch": epoch,
+                        "loss": losses[-1],
+                        "tokens": tokens,
+                        "elapsed_s": round(time.perf_counter() - started, 3),
+                    }
+                )
+    job.output_dir.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(job.output_dir, safe_serialization=True)
+    metrics = {
+        "loss": losses,
+        "steps": len(losses),
+        "samples": len(samples),
+        "tokens": tokens,
+        "wall_s": round(time.perf_counter() - started, 3),
+        "device": device,
+        "full_finetune": bool(config.get("full_finetune", False)),
+        "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+    }
+    return TrainingResult(adapter_path=job.output_dir, metrics=metrics)
+
+
+def load_trainable_model(job: TrainingJob) -> tuple[Any, Any, str]:
+    """(model with trainable parameters, tokenizer, device): LoRA, the parent's LoRA continued, or all weights."""
+    from peft import LoraConfig, PeftModel, get_peft_model
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    config = job.config
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    dtype = torch.bfloat16 if device == "cuda" else torch.float32
+    tokenizer = AutoTokenizer.from_pretrained(job.base_model_path)
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    model = AutoModelForCausalLM.from_pretrained(job.base_model_path, dtype=dtype).to(device)
+    if config.get("full_finetune"):
+        if config.get("kl_coef"):
+            raise ValueError("kl_coef needs a LoRA adapter (the base model is the adapter-disabled model)")
+        return model, tokenizer, device
+    if job.parent_adapter_path is not None:
+        model = PeftModel.from_pretrained(model, job.parent_adapter_path, is_trainable=True)
+    else:
+        lora = LoraConfig(
+            r=int(config.get("lora_rank", 16)),
+            lora_alpha=int(config.get("lora_alpha", 32)),
+            lora_dropout=float(config.get("lora_dropout", 0.0)),
+            target_modules=list(config.get("target_modules") or ["q_proj", "v_proj"]),
+            task_type="CAUSAL_LM",
+        )
+        model = get_peft_model(model, lora)
+    return model, tokenizer, device

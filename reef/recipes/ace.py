@@ -1,0 +1,156 @@
+"""`ace` (Agentic Context Engineering): an evolving playbook of bullets, changed by small deltas only.
+
+The playbook is the tree's memory nodes tagged `playbook`; each carries `helpful` / `harmful` counters.
+Each step:
+1. reflect: every trace credits the bullets relevant to its question (word overlap; all bullets when the
+   playbook is small) — helpful on success, harmful on failure;
+2. curate: the proposer writes up to `max_new_bullets` new bullets from the failures (a bullet list);
+   failing examples are the fallback;
+3. merge near-duplicate bullets (word-set Jaccard ≥ `merge_similarity`) by summing counters into the older;
+4. prune bullets whose harmful count exceeds their helpful count by `prune_margin`, and the weakest ones
+   beyond `max_bullets`.
+Every change is a create / update / remove of one bullet: the playbook is never rewritten wholesale.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from reef.harness.method import HarnessRecipe, StepInput, StepOutput, example_text, memory_id
+from reef.harness.mutations import Mutation
+from reef.harness.proposer import parse_bullets
+from reef.harness.traces import is_failure, question_of
+from reef.harness.tree import HarnessTree, Node
+
+TAG = "playbook"
+CURATE = (
+    "You maintain a playbook of short, general tips for an AI assistant. From the failed tasks below, write "
+    "up to 3 new tips as a bulleted list ('- tip'). Each tip one sentence. No other text."
+)
+_WORD = re.compile(r"[a-z0-9]+")
+_STOP = frozenset(
+    [
+        "the",
+        "a",
+        "an",
+        "of",
+        "to",
+        "and",
+        "or",
+        "is",
+        "are",
+        "in",
+        "on",
+        "for",
+        "with",
+        "what",
+        "how",
+        "reply",
+        "answer",
+        "only",
+    ]
+)
+
+
+def words(text: str) -> set[str]:
+    return {w for w in _WORD.findall(text.lower()) if w not in _STOP and (len(w) > 1 or w.isdigit())}
+
+
+def jaccard(a: set[str], b: set[str]) -> float:
+    return len(a & b) / len(a | b) if a | b else 1.0
+
+
+class Ace(HarnessRecipe):
+    """Incremental playbook deltas with helpful/harmful counters; merge and prune, never rewrite."""
+
+    name = "ace"
+    surface = "harness"
+
+    async def step(self, given: StepInput) -> StepOutput:
+        bullets = [node for node in given.tree.of_kind("memory") if TAG in node.config.get("tags", [])]
+        counters = {
+            node.id: [int(node.config.get("helpful", 0)), int(node.config.get("harmful", 0))] for node in bullets
+        }
+        self._reflect(bullets, counters, given.traces)
+        mutations = [
+            Mutation.update(node.id, {"helpful": counters[node.id][0], "harmful": counters[node.id][1]})
+            for node in bullets
+            if counters[node.id] != [int(node.config.get("helpful", 0)), int(node.config.get("harmful", 0))]
+        ]
+        new_texts, source, reply = await self._curate(given)
+        existing = {node.text for node in bullets}
+        for text in new_texts:
+            if text not in existing:
+                existing.add(text)
+                config = {"text": text, "tags": [TAG], "helpful": 0, "harmful": 0}
+                mutations.append(Mutation.create(Node(memory_id(text, "ace"), "memory", config)))
+        mutations += self._merge_and_prune(bullets, counters)
+        state = {"steps": int(given.state.get("steps", 0)) + 1}
+        notes = {"bullets_before": len(bullets), "new_bullets": len(new_texts)}
+        if reply:
+            notes["proposer_reply"] = reply[:600]
+        return StepOutput(mutations, state, notes, source)
+
+    def _reflect(self, bullets: list[Node], counters: dict[str, list[int]], traces: list[dict[str, Any]]) -> None:
+        small = len(bullets) <= int(self.config.get("credit_all_below", 4))
+        for trace in traces:
+            question = words(question_of(trace))
+            failed = is_failure(trace)
+            for node in bullets:
+                if small or words(node.text) & question:
+                    counters[node.id][1 if failed else 0] += 1
+
+    async def _curate(self, given: StepInput) -> tuple[list[str], str, str]:
+        limit = int(self.config.get("max_new_bullets", 3))
+        failures = [t for t in given.traces if is_failure(t)][:4]
+        if not failures:
+            return [], "proposer", ""
+        lines = []
+        for trace in failures:
+            lines.append(f"- Task: {question_of(trace)[:200]}")
+            if trace.get("expected") is not None:
+                lines.append(f"  Correct answer: {trace['expected']}")
+            lines.append(f"  Answer given: {str(trace.get('answer', ''))[:160]}")
+        reply = await given.proposer.complete(
+            [{"role": "system", "content": CURATE}, {"role": "user", "content": "\n".join(lines)}],
+            max_tokens=int(self.config.get("proposer_max_tokens", 120)),
+        )
+        tips = parse_bullets(reply, max_items=limit, max_chars=300)
+        # Worked examples always ride along: a weak proposer's tips alone rarely move a small model.
+        examples = [example_text(trace) for trace in failures if question_of(trace)][:limit]
+        return tips + examples, ("proposer" if tips else "fallback"), reply
+
+    def _merge_and_prune(self, bullets: list[Node], counters: dict[str, list[int]]) -> list[Mutation]:
+        similarity = float(self.config.get("merge_similarity", 0.8))
+        margin = int(self.config.get("prune_margin", 2))
+        removed: set[str] = set()
+        mutations: list[Mutation] = []
+        for i, older in enumerate(bullets):
+            if older.id in removed:
+                continue
+            for newer in bullets[i + 1 :]:
+                if newer.id not in removed and jaccard(words(older.text), words(newer.text)) >= similarity:
+                    counters[older.id] = [a + b for a, b in zip(counters[older.id], counters[newer.id], strict=True)]
+                    removed.add(newer.id)
+                    mutations.append(
+                        Mutation.update(older.id, {"helpful": counters[older.id][0], "harmful": counters[older.id][1]})
+                    )
+        for node in bullets:
+            helpful, harmful = counters[node.id]
+            if node.id not in removed and harmful - helpful >= margin:
+                removed.add(node.id)
+        alive = sorted((n for n in bullets if n.id not in removed), key=lambda n: counters[n.id][0] - counters[n.id][1])
+        excess = len(alive) - int(self.config.get("max_bullets", 30))
+        removed.update(node.id for node in alive[: max(excess, 0)])
+        # Updates of removed bullets are dropped: a remove must be the last word on a node.
+        mutations = [m for m in mutations if m.node_id not in removed]
+        return mutations + [Mutation.remove(node_id) for node_id in sorted(removed)]
+
+
+def playbook(tree: HarnessTree) -> list[Node]:
+    """The playbook bullets of a tree, in order."""
+    return [node for node in tree.of_kind("memory") if TAG in node.config.get("tags", [])]
+
+
+RECIPE = Ace

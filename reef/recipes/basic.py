@@ -1,0 +1,20 @@
+"""`basic`: record every interaction and learn nothing (a pure inference server that keeps its traffic)."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from reef.learning.base import Processor, Recipe, Surface
+
+
+class BasicRecipe(Recipe):
+    """Records only: no report schema beyond the core's, no processor, no candidates."""
+
+    name: ClassVar[str] = "basic"
+    surface: ClassVar[Surface] = "none"
+
+    def processor(self) -> Processor | None:
+        return None
+
+
+RECIPE = BasicRecipe

@@ -1,0 +1,84 @@
+"""`grpo`: learn from groups of rollouts of the same task, each scored; advantages are relative within a group.
+
+A report joins the group named by `metadata.group` (or the cited inference's request tag `group`,
+sent as `x-reef-tag-group`). When `group_size` (k, default 4) members have arrived the group is complete:
+
+    A_i = (r_i − mean(r)) / (std(r) + eps)        (groups whose rewards are all equal carry no signal: dropped)
+
+Loss: the same clipped surrogate as `rl` (`reef.learning.training.losses.clipped_policy_loss`) against the
+recorded rollout log-probs. A batch holds max(1, batch_size // k) groups.
+"""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any, ClassVar
+
+from reef.core.records import Record
+from reef.recipes.reports import ReportJoiningProcessor, Rollout
+from reef.recipes.rl import require_score
+from reef.recipes.weights import WeightsRecipe
+
+
+def group_advantages(scores: list[float], eps: float = 1e-6) -> list[float] | None:
+    """(r − mean) / (std + eps) for each score (population std); None when all scores are equal."""
+    spread = statistics.pstdev(scores)
+    if spread <= 1e-12:
+        return None
+    mean = statistics.fmean(scores)
+    return [(score - mean) / (spread + eps) for score in scores]
+
+
+class GRPOProcessor(ReportJoiningProcessor):
+    """Collects scored rollouts by group; a complete group with varied rewards becomes one unit."""
+
+    def __init__(self, units_per_batch: int, group_size: int) -> None:
+        super().__init__(units_per_batch)
+        self.group_size = group_size
+        self._groups: dict[str, list[tuple[list[str], dict[str, Any], float]]] = {}
+
+    def join(self, report: Record, rollouts: list[Rollout]) -> None:
+        payload = report.payload or {}
+        record_ids = [report.agent_record_id, *(r.record_id for r in rollouts)]
+        usable = [(r, s) for r, s in ((r, r.policy_sample()) for r in rollouts) if s is not None]
+        if not usable:
+            self.skip(record_ids, "no_training_capture" if rollouts else "no_references")
+            return
+        rollout, sample = usable[0]
+        group = (payload.get("metadata") or {}).get("group") or rollout.tags.get("group")
+        if group is None:
+            self.skip(record_ids, "no_group")
+            return
+        members = self._groups.setdefault(str(group), [])
+        members.append((record_ids, sample, float(payload["score"])))
+        if len(members) < self.group_size:
+            return
+        del self._groups[str(group)]
+        group_ids = [i for ids, _, _ in members for i in ids]
+        advantages = group_advantages([score for _, _, score in members])
+        if advantages is None:
+            self.skip(group_ids, "constant_group")
+            return
+        self.add_unit(group_ids, [{**s, "advantage": a} for (_, s, _), a in zip(members, advantages, strict=True)])
+
+    def waiting_groups(self) -> int:
+        """Groups still short of `group_size` members."""
+        return len(self._groups)
+
+
+class GRPORecipe(WeightsRecipe):
+    """Group-relative policy optimization over rollouts reported in groups."""
+
+    name: ClassVar[str] = "grpo"
+    loss_name: ClassVar[str] = "grpo"
+    default_config: ClassVar[dict[str, Any]] = {"group_size": 4, "clip_low": 0.2, "clip_high": 0.28, "kl_coef": 0.0}
+
+    def validate_report(self, report: dict[str, Any]) -> None:
+        require_score(report)
+
+    def processor(self) -> GRPOProcessor:
+        group_size = int(self.config()["group_size"])
+        return GRPOProcessor(max(1, self.settings.learning.batch_size // group_size), group_size)
+
+
+RECIPE = GRPORecipe

@@ -1,0 +1,163 @@
+"""Joining feedback reports with the inference records they cite: the shared part of the weight recipes' processors.
+
+Records arrive in sequence order. Inference records are remembered as `Rollout`s (their captured token ids,
+or their chat messages); a report whose cited records have all been seen is handed to the recipe's `join`,
+which turns it into a training `Unit` (or skips it, with a reason). A report citing a record not seen yet waits.
+State is derived only from the records ingested, so a fresh processor fed the unconsumed records after a
+restart rebuilds the same units.
+"""
+
+from __future__ import annotations
+
+import abc
+import collections
+import dataclasses
+import uuid
+from typing import Any
+
+from reef.core.records import Record
+from reef.learning.base import Batch, Processor
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Rollout:
+    """What a processor keeps of one inference record."""
+
+    record_id: str
+    prompt_ids: list[int] | None
+    completion_ids: list[int] | None
+    logprobs: list[float] | None
+    messages: list[dict[str, Any]] | None
+    tools: Any
+    tags: dict[str, Any]
+
+    @classmethod
+    def from_record(cls, record: Record) -> Rollout:
+        payload = record.payload or {}
+        training = payload.get("training") or {}
+        request = payload.get("request") or {}
+        chat = payload.get("dialect") in (None, "chat")  # other dialects' messages need translation first
+        tags = payload.get("tags") or (payload.get("metadata") or {}).get("tags") or {}
+        return cls(
+            record_id=record.agent_record_id,
+            prompt_ids=training.get("prompt_token_ids"),
+            completion_ids=training.get("completion_token_ids"),
+            logprobs=training.get("logprobs"),
+            messages=plain_messages(request.get("messages")) if chat else None,
+            tools=request.get("tools") if chat else None,
+            tags=dict(tags),
+        )
+
+    def policy_sample(self) -> dict[str, Any] | None:
+        """Prompt, completion and recorded log-probs, or None when the record has no usable token capture."""
+        if not self.prompt_ids or not self.completion_ids or self.logprobs is None:
+            return None
+        if len(self.logprobs) != len(self.completion_ids):
+            return None
+        return {"prompt_ids": self.prompt_ids, "completion_ids": self.completion_ids, "old_logprobs": self.logprobs}
+
+    def prompt(self) -> dict[str, Any] | None:
+        """The prompt as token ids when captured, else as chat messages; None when neither is available."""
+        if self.prompt_ids:
+            return {"prompt_ids": self.prompt_ids}
+        if self.messages:
+            return {"messages": self.messages, **({"tools": self.tools} if self.tools else {})}
+        return None
+
+
+def plain_messages(messages: Any) -> list[dict[str, Any]] | None:
+    """OpenAI chat messages with list-of-parts contents flattened to text (chat templates expect strings)."""
+    if not isinstance(messages, list):
+        return None
+    flattened = []
+    for message in messages:
+        content = message.get("content")
+        if isinstance(content, list):
+            content = "".join(part.get("text", "") for part in content if isinstance(part, dict))
+        flattened.append({**message, "content": content if content is not None else ""})
+    return flattened
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Unit:
+    """One training unit: its samples and every record it consumes."""
+
+    record_ids: tuple[str, ...]
+    samples: tuple[dict[str, Any], ...]
+
+
+class ReportJoiningProcessor(Processor):
+    """Buffers units made by `join`; a batch takes `units_per_batch` of them plus the ids of skipped reports."""
+
+    def __init__(self, units_per_batch: int) -> None:
+        self.units_per_batch = units_per_batch
+        self.skipped: collections.Counter[str] = collections.Counter()
+        self._rollouts: dict[str, Rollout] = {}
+        self._pending: dict[str, Record] = {}
+        self._waiting_on: dict[str, set[str]] = collections.defaultdict(set)  # inference id -> report ids
+        self._units: list[Unit] = []
+        self._reserved: dict[str, list[str]] = {}
+        self._skipped_ids: list[str] = []
+        self._held_ids: set[str] = set()  # report ids in pending, units or reserved batches: ingest is idempotent
+
+    @abc.abstractmethod
+    def join(self, report: Record, rollouts: list[Rollout]) -> None:
+        """Turn a report and its cited rollouts into units (`add_unit`) or drop it (`skip`)."""
+
+    def ingest(self, record: Record) -> None:
+        if record.request_type == "inference":
+            if record.payload is not None:
+                self._rollouts[record.agent_record_id] = Rollout.from_record(record)
+            waiting = [self._pending[r] for r in self._waiting_on.pop(record.agent_record_id, ())]
+            for report in sorted(waiting, key=lambda r: r.sequence or 0):
+                if report.agent_record_id in self._pending:
+                    self._try_join(report)
+            return
+        if record.agent_record_id in self._held_ids:
+            return
+        self._held_ids.add(record.agent_record_id)
+        if record.payload is None:  # body evicted by retention: nothing to learn from
+            self.skip([record.agent_record_id], "evicted")
+            return
+        self._pending[record.agent_record_id] = record
+        self._try_join(record)
+
+    def _try_join(self, report: Record) -> None:
+        references = list((report.payload or {}).get("references") or [])
+        missing = [r for r in references if r not in self._rollouts]
+        for record_id in missing:
+            self._waiting_on[record_id].add(report.agent_record_id)
+        if missing:
+            return
+        del self._pending[report.agent_record_id]
+        self.join(report, [self._rollouts[r] for r in references])
+
+    def add_unit(self, record_ids: list[str], samples: list[dict[str, Any]]) -> None:
+        self._units.append(Unit(tuple(record_ids), tuple(samples)))
+
+    def skip(self, record_ids: list[str], reason: str) -> None:
+        """Drop a report that cannot be learned from; its records are consumed with the next batch."""
+        self.skipped[reason] += 1
+        self._skipped_ids.extend(record_ids)
+
+    def ready(self) -> int:
+        return len(self._units)
+
+    def pending(self) -> int:
+        """Reports waiting for a cited record this processor has not seen."""
+        return len(self._pending)
+
+    def build_batch(self) -> Batch | None:
+        if len(self._units) < self.units_per_batch:
+            return None
+        units, self._units = self._units[: self.units_per_batch], self._units[self.units_per_batch :]
+        record_ids = list(dict.fromkeys([i for u in units for i in u.record_ids] + self._skipped_ids))
+        self._skipped_ids = []
+        batch = Batch(f"batch_{uuid.uuid4().hex}", [dict(s) for u in units for s in u.samples], record_ids)
+        self._reserved[batch.batch_id] = record_ids
+        return batch
+
+    def acknowledge(self, batch_id: str) -> None:
+        for record_id in self._reserved.pop(batch_id, []):
+            self._rollouts.pop(record_id, None)
+            self._held_ids.discard(record_id)

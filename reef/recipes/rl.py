@@ -1,0 +1,89 @@
+"""`rl`: learn from scores on single rollouts (SAO-style policy gradient on the served model's own samples).
+
+Advantage: A = (r − b) / max(s, min_std), where b and s² are exponential moving averages
+(decay `baseline_decay`) of the scenario's scores and their spread, taken before r is folded in.
+Loss (`reef.learning.training.losses.clipped_policy_loss`), per completion token t of the cited rollout:
+
+    ratio_t = exp(log π(y_t) − log π_recorded(y_t))
+    L = − mean_t min(ratio_t · A, clip(ratio_t, 1 − clip_low, 1 + clip_high) · A)  + kl_coef · KL(π ‖ π_base)
+
+The recorded log-probs come from the local engine's capture (`payload.training`); a cited record without it
+cannot be learned from and is skipped (counted in `processor.skipped["no_training_capture"]`).
+Report: `score` (required) and `references`. The baseline restarts from the unconsumed records after a restart.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, ClassVar
+
+from reef.core.errors import BadRequest
+from reef.core.records import Record
+from reef.recipes.reports import ReportJoiningProcessor, Rollout
+from reef.recipes.weights import WeightsRecipe
+
+
+def require_score(report: dict[str, Any]) -> None:
+    score = report.get("score")
+    if isinstance(score, bool) or not isinstance(score, int | float) or not math.isfinite(score):
+        raise BadRequest("this recipe needs a finite numeric score", field="score")
+
+
+class RunningBaseline:
+    """Exponential moving mean and variance of a stream of scores."""
+
+    def __init__(self, decay: float, min_std: float, initial: float = 0.0) -> None:
+        self.alpha = 1.0 - decay
+        self.min_std = min_std
+        self.mean = initial
+        self.variance = 1.0
+
+    def advantage(self, score: float) -> float:
+        """(score − baseline) / running std, then fold `score` into the baseline."""
+        advantage = (score - self.mean) / max(math.sqrt(self.variance), self.min_std)
+        delta = score - self.mean
+        self.mean += self.alpha * delta
+        self.variance = (1 - self.alpha) * (self.variance + self.alpha * delta * delta)
+        return advantage
+
+
+class RLProcessor(ReportJoiningProcessor):
+    """One unit per scored report: each cited rollout with its recorded log-probs and the report's advantage."""
+
+    def __init__(self, units_per_batch: int, baseline: RunningBaseline) -> None:
+        super().__init__(units_per_batch)
+        self.baseline = baseline
+
+    def join(self, report: Record, rollouts: list[Rollout]) -> None:
+        record_ids = [report.agent_record_id, *(r.record_id for r in rollouts)]
+        samples = [s for s in (r.policy_sample() for r in rollouts) if s is not None]
+        if not samples:
+            self.skip(record_ids, "no_training_capture" if rollouts else "no_references")
+            return
+        advantage = self.baseline.advantage(float((report.payload or {})["score"]))
+        self.add_unit(record_ids, [{**s, "advantage": advantage} for s in samples])
+
+
+class RLRecipe(WeightsRecipe):
+    """Single-rollout reinforcement learning from scored reports."""
+
+    name: ClassVar[str] = "rl"
+    loss_name: ClassVar[str] = "rl"
+    default_config: ClassVar[dict[str, Any]] = {
+        "clip_low": 0.2,
+        "clip_high": 0.28,
+        "kl_coef": 0.0,
+        "baseline_decay": 0.9,
+        "min_std": 0.1,
+    }
+
+    def validate_report(self, report: dict[str, Any]) -> None:
+        require_score(report)
+
+    def processor(self) -> RLProcessor:
+        config = self.config()
+        baseline = RunningBaseline(float(config["baseline_decay"]), float(config["min_std"]))
+        return RLProcessor(self.settings.learning.batch_size, baseline)
+
+
+RECIPE = RLRecipe

@@ -1,0 +1,76 @@
+"""`sft`: learn from demonstrations — the report says what the answer should have been.
+
+Loss (`reef.learning.training.losses.sft_loss`): masked next-token negative log-likelihood of the
+demonstration given the cited request's prompt,
+
+    L = − Σ_t m_t · log π(y_t | prompt, y_<t) / Σ_t m_t,   m_t = 1 on the demonstration tokens (+ end of turn).
+
+Report: `metadata.demonstration` (a string, or `{"content": …}`) — or the `feedback` text when the recipe
+config sets `demonstration_from_feedback: true` — and `references` naming the answered inference record
+(the first is used). Without references, `metadata.messages` may carry the prompt as chat messages.
+Sample: `{"prompt_ids" | "messages" (+ "tools"), "completion_text"}`; the training job tokenizes.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from reef.core.errors import BadRequest
+from reef.core.records import Record
+from reef.recipes.reports import ReportJoiningProcessor, Rollout, plain_messages
+from reef.recipes.weights import WeightsRecipe
+
+
+def demonstration_of(report: dict[str, Any], from_feedback: bool) -> str | None:
+    """The demonstration text a report carries, or None."""
+    if from_feedback:
+        feedback = report.get("feedback")
+        return feedback if isinstance(feedback, str) and feedback else None
+    demonstration = (report.get("metadata") or {}).get("demonstration")
+    if isinstance(demonstration, dict):
+        demonstration = demonstration.get("content")
+    return demonstration if isinstance(demonstration, str) and demonstration else None
+
+
+class SFTProcessor(ReportJoiningProcessor):
+    """One unit per report: the cited prompt with the demonstration as its completion."""
+
+    def __init__(self, units_per_batch: int, demonstration_from_feedback: bool = False) -> None:
+        super().__init__(units_per_batch)
+        self.demonstration_from_feedback = demonstration_from_feedback
+
+    def join(self, report: Record, rollouts: list[Rollout]) -> None:
+        payload = report.payload or {}
+        record_ids = [report.agent_record_id, *(r.record_id for r in rollouts)]
+        demonstration = demonstration_of(payload, self.demonstration_from_feedback)
+        if rollouts:
+            prompt = rollouts[0].prompt()
+        else:
+            messages = plain_messages((payload.get("metadata") or {}).get("messages"))
+            prompt = {"messages": messages} if messages else None
+        if demonstration is None:
+            self.skip(record_ids, "no_demonstration")
+        elif prompt is None:
+            self.skip(record_ids, "no_prompt")
+        else:
+            self.add_unit(record_ids, [{**prompt, "completion_text": demonstration}])
+
+
+class SFTRecipe(WeightsRecipe):
+    """Supervised fine-tuning on demonstrations carried by reports."""
+
+    name: ClassVar[str] = "sft"
+    loss_name: ClassVar[str] = "sft"
+    default_config: ClassVar[dict[str, Any]] = {"demonstration_from_feedback": False}
+
+    def validate_report(self, report: dict[str, Any]) -> None:
+        from_feedback = bool(self.config()["demonstration_from_feedback"])
+        if demonstration_of(report, from_feedback) is None:
+            field = "feedback" if from_feedback else "metadata.demonstration"
+            raise BadRequest("the sft recipe needs a demonstration (a non-empty string)", field=field)
+
+    def processor(self) -> SFTProcessor:
+        return SFTProcessor(self.settings.learning.batch_size, bool(self.config()["demonstration_from_feedback"]))
+
+
+RECIPE = SFTRecipe

@@ -1,0 +1,85 @@
+"""Fake recipes for learner tests: demonstrations arrive as reports `{"feedback": {"prompt", "answer"}}`.
+
+`DemoRecipe` is a weights recipe (grown by the training backend); `FileRecipe` grows its own candidate
+directory (as harness recipes do) without any backend.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, ClassVar
+
+from reef.core.errors import BadRequest
+from reef.core.records import Record
+from reef.learning.base import Batch, Processor, Recipe, Surface
+from tests.fakes.dict_engine import ANSWERS_FILE, read_answers
+
+
+class DemoProcessor(Processor):
+    """One unit per report carrying a demonstration; a built batch stays reserved until acknowledged."""
+
+    def __init__(self, batch_size: int) -> None:
+        self.batch_size = batch_size
+        self.units: list[dict[str, Any]] = []
+        self.reserved: dict[str, list[dict[str, Any]]] = {}
+        self.ingested: list[str] = []
+
+    def ingest(self, record: Record) -> None:
+        self.ingested.append(record.agent_record_id)
+        feedback = (record.payload or {}).get("feedback")
+        if record.request_type == "report" and isinstance(feedback, dict):
+            self.units.append(
+                {"prompt": feedback["prompt"], "answer": feedback["answer"], "record_id": record.agent_record_id}
+            )
+
+    def ready(self) -> int:
+        return len(self.units)
+
+    def build_batch(self) -> Batch | None:
+        if not self.units:
+            return None
+        taken, self.units = self.units[: self.batch_size], self.units[self.batch_size :]
+        batch_id = f"batch-{taken[0]['record_id']}"
+        self.reserved[batch_id] = taken
+        return Batch(batch_id, taken, [unit["record_id"] for unit in taken])
+
+    def acknowledge(self, batch_id: str) -> None:
+        self.reserved.pop(batch_id)
+
+
+class DemoRecipe(Recipe):
+    name: ClassVar[str] = "demo"
+    surface: ClassVar[Surface] = "weights"
+    loss_name = "fake"
+
+    def validate_report(self, report: dict[str, Any]) -> None:
+        feedback = report.get("feedback")
+        if not isinstance(feedback, dict) or not isinstance(feedback.get("answer"), str):
+            raise BadRequest("must be an object with `prompt` and `answer`", field="feedback")
+
+    def processor(self) -> Processor | None:
+        return DemoProcessor(self.settings.learning.batch_size)
+
+    def training_config(self) -> dict[str, Any]:
+        return {"learning_rate": 1.0}
+
+
+class FileRecipe(DemoRecipe):
+    """Grows a candidate directory itself (like a harness recipe): the parent's answers plus the batch's."""
+
+    name: ClassVar[str] = "files"
+    surface: ClassVar[Surface] = "harness"
+
+    def seed(self, directory: Path) -> None:
+        (directory / "rules.md").write_text("Answer briefly.\n")
+
+    async def grow(self, batch: Batch, parent_dir: Path | None, ctx: Any) -> tuple[Path, dict[str, Any]]:
+        answers = read_answers(parent_dir)
+        answers.update({sample["prompt"]: sample["answer"] for sample in batch.samples})
+        out = ctx.work_dir / "candidate"
+        out.mkdir()
+        (out / ANSWERS_FILE).write_text(json.dumps(answers, sort_keys=True))
+        (out / "rules.md").write_text("Answer briefly.\n")
+        ctx.progress({"proposals": len(batch.samples)})
+        return out, {"proposals": len(batch.samples)}

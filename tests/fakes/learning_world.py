@@ -1,0 +1,107 @@
+"""A small learning deployment for tests: real SQLite record store, real git release store, real commit log,
+the fake dict engine and fake training backend, and a `Runtime` over them. `restart()` reopens everything on
+the same directories, as a process restart would.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from reef.core.records import Record
+from reef.core.settings import EvaluationSettings, LearningSettings, Settings, StorageSettings
+from reef.learning.base import Recipe
+from reef.learning.runtime import Runtime
+from reef.releases import FileCommitLog
+from reef.releases.git import open_release_store
+from reef.storage.base import RecordStore
+from reef.storage.sql import open_record_store
+from tests.fakes.dict_engine import DictEngine
+from tests.fakes.learning_recipe import DemoRecipe
+from tests.fakes.training_backend import FakeTrainingBackend
+
+QUESTIONS = {f"what is {n} + {n}?": str(2 * n) for n in range(1, 5)}
+
+
+def write_tasks(path: Path, answers: dict[str, str], checker: str = "exact") -> Path:
+    path.write_text(
+        "".join(json.dumps({"prompt": q, "checker": checker, "answer": a}) + "\n" for q, a in answers.items())
+    )
+    return path
+
+
+@dataclasses.dataclass
+class World:
+    root: Path
+    settings: Settings
+    recipe_cls: type[Recipe]
+    backend: FakeTrainingBackend
+    records: RecordStore
+    engine: DictEngine
+    runtime: Runtime
+
+    def report(self, scenario: str, prompt: str, answer: str) -> Record:
+        """Append a demonstration report (durably) and wake the learner."""
+        payload = {"feedback": {"prompt": prompt, "answer": answer}}
+        (stored,) = self.records.append([Record.new(scenario, "report", payload, created_at=time.time())])
+        self.runtime.notify(scenario)
+        return stored
+
+    def restart(self, backend: FakeTrainingBackend | None = None, **runtime_options: Any) -> World:
+        """A new process on the same directories (call `await world.runtime.stop()` first if it runs)."""
+        self.records.close()
+        return open_world(self.root, self.settings, self.recipe_cls, backend or self.backend, **runtime_options)
+
+
+def make_settings(
+    root: Path,
+    *,
+    tasks: dict[str, str] | None = QUESTIONS,
+    policy: str = "score_comparison",
+    batch_size: int = 2,
+    mode: str = "manual",
+    review: bool = False,
+) -> Settings:
+    tasks_path = write_tasks(root / "tasks.jsonl", tasks) if tasks else None
+    return Settings(
+        storage=StorageSettings(dir=root / "state"),
+        learning=LearningSettings(recipe="demo", mode=mode, batch_size=batch_size, review=review, poll_interval_s=0.05),
+        evaluation=EvaluationSettings(tasks=tasks_path, policy=policy),
+    )
+
+
+def open_world(
+    root: Path,
+    settings: Settings,
+    recipe_cls: type[Recipe] = DemoRecipe,
+    backend: FakeTrainingBackend | None = None,
+    **runtime_options: Any,
+) -> World:
+    backend = backend or FakeTrainingBackend()
+    records = open_record_store("sqlite", directory=root / "records")
+    releases = open_release_store(str(root / "releases.git"), root / "release-work")
+    commits = FileCommitLog(root / "commits")
+    engine = DictEngine()
+    runtime = Runtime(
+        settings,
+        records,
+        releases,
+        commits,
+        engine,
+        recipe=recipe_cls(settings),
+        backend_factory=lambda: backend,
+        **runtime_options,
+    )
+    return World(root, settings, recipe_cls, backend, records, engine, runtime)
+
+
+def make_world(
+    root: Path,
+    recipe_cls: type[Recipe] = DemoRecipe,
+    backend: FakeTrainingBackend | None = None,
+    **settings_options: Any,
+) -> World:
+    return open_world(root, make_settings(root, **settings_options), recipe_cls, backend)

@@ -1,0 +1,80 @@
+"""Run `reef serve` as a real subprocess for end-to-end tests."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class ReefProcess:
+    """`python -m reef.cli.main serve …` on a free port, with its state under `state_dir`."""
+
+    def __init__(self, state_dir: Path, *flags: str, port: int | None = None, env: dict[str, str] | None = None):
+        self.state_dir = state_dir
+        self.flags = list(flags)
+        self.port = port or free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.env = {**os.environ, **(env or {})}
+        self.log_path = state_dir / f"serve-{self.port}.log"
+        self.process: subprocess.Popen | None = None
+
+    def start(self, timeout_s: float = 120.0) -> ReefProcess:
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        command = [
+            sys.executable, "-m", "reef.cli.main", "serve",
+            "--reef.port", str(self.port), "--storage.dir", str(self.state_dir), "--reef.log-level", "warning",
+            *self.flags,
+        ]
+        self.log = open(self.log_path, "ab")  # noqa: SIM115 - closed in stop()
+        self.process = subprocess.Popen(command, stdout=self.log, stderr=subprocess.STDOUT, env=self.env)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"reef serve exited with {self.process.returncode}:\n{self.output()}")
+            try:
+                if httpx.get(self.url + "/healthz", timeout=1).status_code == 200:
+                    return self
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.1)
+        self.stop()
+        raise TimeoutError(f"reef serve did not become healthy:\n{self.output()}")
+
+    def output(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def kill(self) -> None:
+        """SIGKILL: no cleanup, as in a crash."""
+        if self.process and self.process.poll() is None:
+            self.process.send_signal(signal.SIGKILL)
+            self.process.wait()
+        self.log.close()
+
+    def stop(self) -> None:
+        if self.process and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self.log.close()
+
+    def __enter__(self) -> ReefProcess:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

@@ -1,0 +1,55 @@
+"""Selection policies."""
+
+from __future__ import annotations
+
+import pytest
+
+from reef.core.errors import BadRequest
+from reef.core.settings import EvaluationSettings, Settings
+from reef.learning.evaluation import Always, MeanImprovement, ScoreComparison, load_selector
+from tests.fakes.evaluation import NeverSelector
+
+
+def settings(policy: str, margin: float = 0.0) -> Settings:
+    return Settings(evaluation=EvaluationSettings(policy=policy, margin=margin))
+
+
+def test_score_comparison_needs_more_wins_than_losses_beyond_the_margin():
+    assert ScoreComparison().accept([1, 1, 0], [0, 0, 1])[0]
+    assert not ScoreComparison().accept([1, 0], [0, 1])[0]  # a tie is not an improvement
+    assert not ScoreComparison(margin=1).accept([1, 1, 0], [0, 0, 1])[0]
+    accepted, reason = ScoreComparison().accept([1, 1], [0, 1])
+    assert accepted and reason == "wins 1 - losses 0 = 1 > margin 0"
+
+
+def test_mean_must_be_strictly_better():
+    assert MeanImprovement().accept([0.5, 1], [0.5, 0.5])[0]
+    assert not MeanImprovement().accept([1, 0], [0.5, 0.5])[0]
+    assert not MeanImprovement().accept([], [])[0]
+
+
+def test_always_accepts_even_without_scores():
+    assert Always().accept([], []) == (True, "policy always accepts")
+
+
+def test_unpaired_scores_are_an_error():
+    with pytest.raises(ValueError):
+        ScoreComparison().accept([1], [1, 0])
+
+
+def test_policies_are_loaded_by_name_or_dotted_class():
+    assert isinstance(load_selector("always", settings("always")), Always)
+    mean = load_selector("mean", settings("mean", margin=0.1))
+    assert isinstance(mean, MeanImprovement) and mean.margin == 0.1
+    assert isinstance(load_selector("score_comparison", settings("score_comparison")), ScoreComparison)
+    dotted = "tests.fakes.evaluation:NeverSelector"
+    assert isinstance(load_selector(dotted, settings(dotted)), NeverSelector)
+    assert isinstance(load_selector(dotted.replace(":", "."), settings(dotted)), NeverSelector)
+
+
+def test_an_unknown_policy_is_refused_naming_the_setting():
+    with pytest.raises(BadRequest) as refused:
+        load_selector("nope.nothing:Here", settings("x"))
+    assert refused.value.field == "evaluation.policy"
+    with pytest.raises(BadRequest):
+        load_selector("reef.core.settings:Settings", settings("x"))

@@ -1,0 +1,78 @@
+"""Both training launchers run the same job outside the calling process and hand back a loadable adapter."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from reef.core.settings import TrainingSettings
+from reef.learning.base import TrainingJob
+from reef.learning.training import (
+    LocalProcessBackend,
+    RayBackend,
+    TrainingFailed,
+    open_training_backend,
+)
+
+pytestmark = pytest.mark.model
+
+SAMPLES = [
+    {"messages": [{"role": "user", "content": "Say yes."}], "completion_text": "yes"},
+    {"messages": [{"role": "user", "content": "Say no."}], "completion_text": "no"},
+]
+
+
+@pytest.fixture(scope="module")
+def base_model_path() -> Path:
+    from reef.inference.local.model_files import resolve_model_path
+
+    return resolve_model_path("smollm2", Path(os.environ.get("REEF_MODEL_CACHE", "~/.cache/reef/models")))
+
+
+def job(base_model_path: Path, output_dir: Path) -> TrainingJob:
+    settings = TrainingSettings(lora_rank=4, max_seq_len=32, micro_batch_size=2, target_modules=["q_proj", "v_proj"])
+    return TrainingJob(base_model_path, None, SAMPLES, "sft", settings.model_dump(mode="json"), output_dir)
+
+
+def assert_loadable_adapter(base_model_path: Path, adapter_path: Path) -> None:
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM
+
+    model = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(base_model_path), adapter_path)
+    assert model.peft_config["default"].r == 4
+
+
+def test_the_training_backend_follows_the_settings():
+    assert isinstance(open_training_backend(TrainingSettings()), LocalProcessBackend)
+    backend = open_training_backend(TrainingSettings(backend="ray", ray_address="ray://10.0.0.1:10001"))
+    assert isinstance(backend, RayBackend) and backend.address == "ray://10.0.0.1:10001"
+
+
+def test_the_local_backend_trains_in_a_subprocess_and_streams_progress(base_model_path, tmp_path):
+    events: list[dict] = []
+    result = LocalProcessBackend(work_dir=tmp_path / "jobs").run(job(base_model_path, tmp_path / "out"), events.append)
+    assert [e["step"] for e in events] == [1] and events[0]["loss"] > 0
+    assert result.adapter_path == tmp_path / "out" and result.metrics["samples"] == 2
+    assert list((tmp_path / "jobs").iterdir()) == []  # a finished job leaves no job directory behind
+    assert_loadable_adapter(base_model_path, result.adapter_path)
+
+
+def test_a_failing_local_job_raises_with_the_tail_of_its_log(tmp_path):
+    broken = job(tmp_path / "no-such-model", tmp_path / "out")
+    with pytest.raises(TrainingFailed) as error:
+        LocalProcessBackend(work_dir=tmp_path / "jobs").run(broken)
+    assert "no-such-model" in error.value.message
+
+
+def test_the_ray_backend_runs_the_same_job_as_a_ray_task(base_model_path, tmp_path):
+    ray = pytest.importorskip("ray")
+    ray.init(num_cpus=1, include_dashboard=False, ignore_reinit_error=True, log_to_driver=False)
+    try:
+        events: list[dict] = []
+        result = RayBackend(address=None).run(job(base_model_path, tmp_path / "out"), events.append)
+    finally:
+        ray.shutdown()
+    assert result.metrics["backend"] == "ray" and [e["step"] for e in events] == [1]
+    assert_loadable_adapter(base_model_path, result.adapter_path)

@@ -1,0 +1,69 @@
+"""The training job on the real SmolLM2 (tiny: one or two samples, a few steps, short sequences)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import torch
+
+from reef.core.settings import TrainingSettings
+from reef.learning.base import TrainingJob
+from reef.learning.training.job import run_training_job
+
+pytestmark = pytest.mark.model
+
+PROMPT = [{"role": "user", "content": "Reply with the secret word."}]
+
+
+@pytest.fixture(scope="module")
+def base_model_path() -> Path:
+    from reef.inference.local.model_files import resolve_model_path
+
+    return resolve_model_path("smollm2", Path(os.environ.get("REEF_MODEL_CACHE", "~/.cache/reef/models")))
+
+
+def config(**overrides) -> dict:
+    settings = TrainingSettings(lora_rank=8, learning_rate=1e-3, max_seq_len=48, target_modules=["q_proj", "v_proj"])
+    return {**settings.model_dump(mode="json"), **overrides}
+
+
+def test_sft_loss_falls_over_a_few_steps_on_one_demonstration_and_training_continues_from_the_adapter(
+    base_model_path, tmp_path
+):
+    sample = {"messages": PROMPT, "completion_text": "pineapple"}
+    first = TrainingJob(base_model_path, None, [sample], "sft", config(epochs=3), tmp_path / "first")
+    events: list[dict] = []
+    result = run_training_job(first, progress=events.append)
+    losses = result.metrics["loss"]
+    assert [e["step"] for e in events] == [1, 2, 3] and len(losses) == 3
+    assert losses[-1] < losses[0]
+    assert (tmp_path / "first" / "adapter_model.safetensors").exists()
+
+    # A job started from the parent adapter begins where the parent ended, not from the base model.
+    second = TrainingJob(base_model_path, tmp_path / "first", [sample], "sft", config(epochs=1), tmp_path / "second")
+    continued = run_training_job(second).metrics["loss"][0]
+    assert continued < losses[0]
+
+
+def test_the_first_rl_step_on_an_on_policy_rollout_has_ratio_one_so_the_loss_is_minus_the_advantage(
+    base_model_path, tmp_path
+):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from reef.learning.training.samples import collate, render_prompt, token_logprobs
+
+    tokenizer = AutoTokenizer.from_pretrained(base_model_path)
+    model = AutoModelForCausalLM.from_pretrained(base_model_path, dtype=torch.float32)
+    prompt_ids = render_prompt(tokenizer, PROMPT)
+    completion_ids = tokenizer("pineapple", add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
+    sample = {"prompt_ids": prompt_ids, "completion_ids": completion_ids, "advantage": 0.75}
+    with torch.no_grad():
+        recorded = token_logprobs(model, collate([sample], tokenizer.pad_token_id))[0]
+    sample["old_logprobs"] = recorded[len(prompt_ids) - 1 :].tolist()
+
+    # A fresh LoRA adapter starts as the identity, so the ratio is 1 and the KL to the base is 0.
+    job = TrainingJob(base_model_path, None, [sample], "rl", config(kl_coef=0.1), tmp_path / "rl")
+    loss = run_training_job(job).metrics["loss"][0]
+    assert loss == pytest.approx(-0.75, abs=1e-4)
