@@ -14,21 +14,44 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
-# Three disjoint word pools: training, validation (the learner's gate), test (the reported score).
-_WORDS = {
-    "train": (
-        "apple river stone cloud tiger lemon piano garden rocket silver candle forest "
-        "orange window dragon pencil butter castle mirror jungle basket pepper rabbit "
-        "marble winter saddle bridge carpet flower hammer island"
-    ).split(),
-    "validation": "anchor button cotton falcon ginger helmet kettle ladder meadow napkin".split(),
-    "test": (
-        "bottle cherry desert engine feather goblet harbor insect jacket kitten lantern "
-        "magnet needle oyster parrot quiver ribbon shadow turtle velvet"
-    ).split(),
+
+def _pool(words: str) -> list[str]:
+    return words.split()
+
+
+# Disjoint pools per split: training, validation (the learner's gate), test (the reported score).
+_POOLS: dict[str, dict[str, list[str]]] = {
+    "train": {
+        "word": _pool(
+            "apple river stone cloud tiger lemon piano garden rocket copper candle forest "
+            "ocean window dragon pencil butter castle mirror jungle basket pepper rabbit marble"
+        ),
+        "name": _pool("Maria Peter Olga Samir Lucy Tomas Nina Omar Clara Victor Elena Hugo"),
+        "city": _pool("Paris Tokyo Cairo Lima Oslo Rome Madrid Berlin Dublin Prague Vienna Delhi"),
+        "color": _pool("red green blue yellow purple black"),
+    },
+    "validation": {
+        "word": _pool("anchor button cotton falcon ginger helmet kettle ladder meadow napkin"),
+        "name": _pool("Sofia Daniel Irene Felix Marta Oscar"),
+        "city": _pool("Lisbon Athens Warsaw Sydney Toronto Nairobi"),
+        "color": _pool("white orange pink"),
+    },
+    "test": {
+        "word": _pool(
+            "bottle cherry desert engine feather goblet harbor insect jacket kitten lantern "
+            "magnet needle oyster parrot quiver ribbon shadow turtle velvet"
+        ),
+        "name": _pool("Laura Martin Julia Pablo Anna George Rosa Ivan Emma Kevin"),
+        "city": _pool("London Moscow Beijing Seoul Chicago Boston Bangkok Havana Geneva Milan"),
+        "color": _pool("brown gray silver gold"),
+    },
 }
 _UNITS = ("kg", "km", "minutes", "dollars", "pages", "people")
 _THINGS = ("parcel", "trip", "meeting", "ticket", "book", "crowd")
+_NAME_SENTENCES = ("Yesterday {} bought a lamp.", "{} plays the violin.", "The letter was written by {}.")
+_CITY_SENTENCES = ("We flew to {} in May.", "The conference is held in {}.", "My cousin lives in {}.")
+_COLOR_SENTENCES = ("The car was painted {}.", "She wore a {} scarf.", "The {} door was locked.")
+_SPLIT_RESIDUE = {"train": 0, "validation": 1, "test": 2}
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -53,41 +76,61 @@ class DemoTask:
         }
 
 
+def _residue(n: int, split: str) -> int:
+    # A number's residue mod 3 names its split, so no number is shared between splits.
+    return n - (n % 3) + _SPLIT_RESIDUE[split]
+
+
+def _pick(rng: random.Random, split: str, pool: str) -> str:
+    return rng.choice(_POOLS[split][pool])
+
+
 def _add(rng: random.Random, split: str) -> DemoTask:
-    # The first operand's residue mod 3 names the split, so no sum is shared between splits.
-    a = rng.randrange(2, 50)
-    a = a - (a % 3) + {"train": 0, "validation": 1, "test": 2}[split]
-    b = rng.randrange(2, 50)
+    a, b = _residue(rng.randrange(3, 12), split), rng.randrange(1, 10)
     return DemoTask("add", f"Reply with only the answer. {a} + {b} =", str(a + b))
 
 
-def _extract(rng: random.Random, split: str) -> DemoTask:
+def _number(rng: random.Random, split: str) -> DemoTask:
     thing, unit = rng.choice(_THINGS), rng.choice(_UNITS)
-    n = rng.randrange(2, 999)
-    n = n - (n % 3) + {"train": 0, "validation": 1, "test": 2}[split]
-    return DemoTask("extract", f"Extract the number: 'The {thing} is {n} {unit}.'", str(n))
+    n = _residue(rng.randrange(3, 999), split)
+    return DemoTask("number", f"Extract the number: 'The {thing} is {n} {unit}.'", str(n))
+
+
+def _name(rng: random.Random, split: str) -> DemoTask:
+    name = _pick(rng, split, "name")
+    sentence = rng.choice(_NAME_SENTENCES).format(name)
+    return DemoTask("name", f"Who is mentioned: '{sentence}'", name)
+
+
+def _city(rng: random.Random, split: str) -> DemoTask:
+    city = _pick(rng, split, "city")
+    sentence = rng.choice(_CITY_SENTENCES).format(city)
+    return DemoTask("city", f"Which city is mentioned: '{sentence}'", city)
+
+
+def _color(rng: random.Random, split: str) -> DemoTask:
+    color = _pick(rng, split, "color")
+    sentence = rng.choice(_COLOR_SENTENCES).format(color)
+    return DemoTask("color", f"What color is mentioned: '{sentence}'", color)
 
 
 def _repeat(rng: random.Random, split: str) -> DemoTask:
-    word = rng.choice(_WORDS[split])
+    word = _pick(rng, split, "word")
     return DemoTask("repeat", f"Repeat this word exactly: {word}", word)
 
 
-def _uppercase(rng: random.Random, split: str) -> DemoTask:
-    word = rng.choice(_WORDS[split])
-    return DemoTask("uppercase", f"Write {word} in uppercase.", word.upper())
-
-
 def _first_letter(rng: random.Random, split: str) -> DemoTask:
-    word = rng.choice(_WORDS[split])
+    word = _pick(rng, split, "word")
     return DemoTask("first_letter", f"What is the first letter of {word}?", word[0].upper())
 
 
 FAMILIES: dict[str, Callable[[random.Random, str], DemoTask]] = {
     "add": _add,
-    "extract": _extract,
+    "number": _number,
+    "name": _name,
+    "city": _city,
+    "color": _color,
     "repeat": _repeat,
-    "uppercase": _uppercase,
     "first_letter": _first_letter,
 }
 SPLITS = ("train", "validation", "test")

@@ -9,6 +9,8 @@ from typing import Any, Literal
 
 import orjson
 
+from reef.core.errors import BadRequest
+
 RequestType = Literal["inference", "report"]
 
 
@@ -18,8 +20,15 @@ def new_record_id() -> str:
 
 
 def content_hash(payload: Any) -> str:
-    """Stable digest of a JSON-able payload (sorted keys), used for idempotent retries."""
-    return hashlib.sha256(orjson.dumps(payload, option=orjson.OPT_SORT_KEYS)).hexdigest()
+    """Stable digest of a JSON-able payload (sorted keys), used for idempotent retries.
+
+    Raises BadRequest for what JSON cannot store faithfully (lone UTF-16 surrogates, integers over 64 bits).
+    """
+    try:
+        encoded = orjson.dumps(payload, option=orjson.OPT_SORT_KEYS)
+    except orjson.JSONEncodeError as exc:
+        raise BadRequest(f"cannot be stored as JSON ({exc})", field="payload")
+    return hashlib.sha256(encoded).hexdigest()
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -91,9 +91,12 @@ def as_candidate(grown: Any) -> Candidate:
 
 def base_model_path(settings: Settings) -> Path:
     """The served base model as a Hugging Face directory (a GGUF is converted once and cached)."""
+    model_path = settings.inference.model_path or "smollm2"
+    if (Path(model_path).expanduser() / "config.json").exists():
+        return Path(model_path).expanduser()  # already a model directory: no need to import the local engine
     from reef.inference.local.model_files import resolve_model_path
 
-    return resolve_model_path(settings.inference.model_path or "smollm2", settings.inference.model_cache_dir)
+    return resolve_model_path(model_path, settings.inference.model_cache_dir)
 
 
 def default_backend_factory(settings: Settings) -> Callable[[], TrainingBackend]:

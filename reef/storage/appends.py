@@ -108,7 +108,8 @@ def _same_content(a: Record, b: Record) -> bool:
 def _assign_sequences(conn: sa.Connection, new: list[tuple[Record, dict[str, Any]]]) -> dict[str, Record]:
     """Reserve a block of sequences per scenario (locking its counter row) and number `new` in order."""
     counts = Counter(record.scenario for record, _ in new)
-    next_sequence = {scenario: _reserve(conn, scenario, n) - n + 1 for scenario, n in counts.items()}
+    # Lock counters in name order, so two PostgreSQL replicas never wait on each other in a cycle.
+    next_sequence = {scenario: _reserve(conn, scenario, n) - n + 1 for scenario, n in sorted(counts.items())}
     assigned: dict[str, Record] = {}
     for record, row in new:
         sequence = next_sequence[record.scenario]

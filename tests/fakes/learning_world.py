@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from reef.core.records import Record
-from reef.core.settings import EvaluationSettings, LearningSettings, Settings, StorageSettings
+from reef.core.settings import EvaluationSettings, InferenceSettings, LearningSettings, Settings, StorageSettings
 from reef.learning.base import Recipe
 from reef.learning.runtime import Runtime
 from reef.releases import FileCommitLog
@@ -66,7 +66,12 @@ def make_settings(
     review: bool = False,
 ) -> Settings:
     tasks_path = write_tasks(root / "tasks.jsonl", tasks) if tasks else None
+    # A stand-in base model directory: the fake backend never loads it, and nothing converts the real one.
+    model = root / "model"
+    model.mkdir(parents=True, exist_ok=True)
+    (model / "config.json").write_text("{}")
     return Settings(
+        inference=InferenceSettings(backend="local", model_path=str(model)),
         storage=StorageSettings(dir=root / "state"),
         learning=LearningSettings(recipe="demo", mode=mode, batch_size=batch_size, review=review, poll_interval_s=0.05),
         evaluation=EvaluationSettings(tasks=tasks_path, policy=policy),

@@ -152,8 +152,6 @@ def test_loose_model_output_is_coerced_into_mutations_or_dropped():
 
 
 def test_a_tree_diff_replays_to_the_same_tree():
-    after = apply_mutations(
-        tree(), [Mutation.remove("add"), Mutation.create(Node("m", "memory", {"text": "x"}))]
-    )
+    after = apply_mutations(tree(), [Mutation.remove("add"), Mutation.create(Node("m", "memory", {"text": "x"}))])
     assert apply_mutations(tree(), diff_trees(tree(), after)).to_json() == after.to_json()
     assert tree_from_json(after.to_json()) == after

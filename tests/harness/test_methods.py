@@ -44,9 +44,7 @@ async def test_evolve_falls_back_to_failing_examples_when_the_proposer_rambles(s
     assert "Q: what is 1 + 1?\nA: 2" in system_prompt_of(tree)
 
 
-async def test_a_proposer_that_leaks_a_key_is_refused_and_the_step_still_yields_a_candidate(
-    settings, engine, make_ctx
-):
+async def test_a_proposer_that_leaks_a_key_is_refused_and_the_step_still_yields_a_candidate(settings, engine, make_ctx):
     engine.proposer_reply = '[{"kind": "rules", "text": "use key sk-abcdefghijklmnopqrstuvwxyz0123"}]'
     path, metrics = await Evolve(settings).grow(batch_of(FOUR), None, make_ctx())
     assert metrics["source"] == "fallback" and metrics["refused"]

@@ -1,0 +1,304 @@
+"""`reef demo`: watch Reef learn, end to end, on the embedded defaults (SmolLM2, SQLite, local git).
+
+It starts `reef serve`, measures a held-out test set through the API, then for each round sends training
+prompts, grades the answers, reports the grades, waits for the learner to train → evaluate → publish → go
+live, and measures the held-out set again. Three disjoint splits (`demo_tasks`): training prompts, a
+validation split the learner's evaluation gate uses, and the test split the reported score comes from.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import json
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from reef.cli.demo_api import Answer, Measurement, ReefAPI
+from reef.cli.demo_recipes import PROFILES, RecipeProfile
+from reef.cli.demo_report import write_report
+from reef.cli.demo_server import ReefServer, ServerFailed, free_port, serve_command
+from reef.cli.demo_tasks import DemoTask, generate, is_exact
+
+TEST_TASKS = 42  # six per family
+VALIDATION_TASKS = 21
+MEASURE_MAX_TOKENS = 12
+STEP_TIMEOUT_S = 300.0
+STARTUP_TIMEOUT_S = 600.0
+
+
+def add_demo_command(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "demo",
+        help="watch Reef learn: held-out score before and after live training rounds",
+        description=(
+            "Start Reef on the embedded defaults, measure a held-out test set, run training rounds through the "
+            "API (answers graded and reported), and measure again after every published release."
+        ),
+    )
+    parser.add_argument("--recipe", choices=sorted(PROFILES), default="sft", help="learning recipe (default sft)")
+    parser.add_argument("--rounds", type=int, default=12, help="training rounds, one learner step each (default 12)")
+    parser.add_argument(
+        "--time-budget", type=float, default=600.0, help="seconds; no round starts that would end past it (600)"
+    )
+    parser.add_argument("--json", action="store_true", help="print only the result JSON on stdout")
+    parser.add_argument("--report", type=Path, help="write a self-contained HTML report here")
+    parser.add_argument("--port", type=int, help="port for the server (default: a free one)")
+    parser.add_argument("--state-dir", type=Path, help="Reef's state directory (default: a temporary one)")
+    parser.add_argument("--keep-state", action="store_true", help="keep the state directory afterwards")
+    parser.add_argument("--learning-rate", type=float, help="override the recipe's training learning rate")
+    parser.add_argument("--epochs", type=int, help="override the recipe's epochs per batch")
+    parser.add_argument("--seed", type=int, default=0, help="task generation seed")
+    parser.set_defaults(handler=run_demo)
+
+
+@dataclasses.dataclass
+class DemoRun:
+    """Everything the demo measured; `to_json` is what `--json` prints."""
+
+    recipe: str
+    baseline: Measurement | None = None
+    final: Measurement | None = None
+    rounds: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    wall_s: float = 0.0
+    startup_s: float = 0.0
+    settings: dict[str, Any] = dataclasses.field(default_factory=dict)
+    error: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        baseline = self.baseline.exact if self.baseline else None
+        final = self.final.exact if self.final else None
+        return {
+            "recipe": self.recipe,
+            "baseline": baseline,
+            "final": final,
+            "improvement": round(final - baseline, 4) if baseline is not None and final is not None else None,
+            "baseline_partial": self.baseline.partial if self.baseline else None,
+            "final_partial": self.final.partial if self.final else None,
+            "baseline_by_family": self.baseline.by_family if self.baseline else None,
+            "final_by_family": self.final.by_family if self.final else None,
+            "rounds": self.rounds,
+            "published": sum(1 for r in self.rounds if r.get("verdict") == "published"),
+            "wall_s": round(self.wall_s, 1),
+            "startup_s": round(self.startup_s, 1),
+            "settings": self.settings,
+            "error": self.error,
+        }
+
+
+def run_demo(args: argparse.Namespace) -> int:
+    started = time.monotonic()
+    console = Console(stderr=args.json, highlight=False)
+    profile = PROFILES[args.recipe]
+    state_dir = args.state_dir or Path(tempfile.mkdtemp(prefix="reef-demo-"))
+    state_dir.mkdir(parents=True, exist_ok=True)
+    port = args.port or free_port()
+    url = f"http://127.0.0.1:{port}"
+    validation = generate("validation", VALIDATION_TASKS, seed=args.seed)
+    test = generate("test", TEST_TASKS, seed=args.seed)
+    tasks_path = state_dir / "validation.jsonl"
+    _write_jsonl(tasks_path, [t.to_evaluation_row() for t in validation])
+    _write_jsonl(state_dir / "test.jsonl", [t.to_evaluation_row() for t in test])
+    flags = profile.serve_flags(args.learning_rate, args.epochs)
+    command = serve_command(profile.recipe, port, state_dir, tasks_path, profile.batch_size, flags)
+    run = DemoRun(recipe=profile.recipe)
+    run.settings = {
+        "rounds": args.rounds,
+        "time_budget_s": args.time_budget,
+        "prompts_per_round": profile.prompts_per_round,
+        "samples_per_prompt": profile.samples_per_prompt,
+        "temperature": profile.temperature,
+        "max_tokens": profile.max_tokens,
+        "learning_rate": args.learning_rate or profile.learning_rate,
+        "epochs": args.epochs or profile.epochs,
+        "test_tasks": len(test),
+        "validation_tasks": len(validation),
+        "serve_command": command[2:],
+    }
+    console.print(f"[bold]reef demo[/] · recipe {profile.recipe} · state {state_dir} · {url}")
+    console.print(f"  {len(test)} held-out test tasks, {len(validation)} validation tasks for the learner's gate")
+    server = ReefServer(command, url, state_dir / "serve.log")
+    code = 0
+    try:
+        with server:
+            console.print("  starting reef serve (SmolLM2, SQLite, git) …")
+            run.startup_s = server.wait_healthy(STARTUP_TIMEOUT_S)
+            asyncio.run(_rounds(run, profile, args, url, test, console, started))
+    except ServerFailed as exc:
+        run.error = str(exc)
+        console.print(f"[red]reef demo: {exc}[/]")
+        code = 1
+    except KeyboardInterrupt:
+        run.error = "interrupted"
+        code = 130
+    except Exception as exc:  # report what was measured so far, then fail
+        run.error = f"{type(exc).__name__}: {exc}"
+        console.print(f"[red]reef demo failed: {run.error}[/]\n{server.log_tail(15)}")
+        code = 1
+    finally:
+        run.wall_s = time.monotonic() - started
+        if not args.keep_state and args.state_dir is None:
+            shutil.rmtree(state_dir, ignore_errors=True)
+    _finish(run, args, console)
+    return code if run.error or run.final is not None else 1
+
+
+async def _rounds(
+    run: DemoRun,
+    profile: RecipeProfile,
+    args: argparse.Namespace,
+    url: str,
+    test: list[DemoTask],
+    console: Console,
+    started: float,
+) -> None:
+    api = ReefAPI(url, f"demo-{profile.recipe}")
+    try:
+        console.print("  measuring the base model on the held-out test set …")
+        run.baseline = run.final = await api.measure(test, MEASURE_MAX_TOKENS)
+        console.print(
+            f"  [bold]baseline[/] held-out exact {run.baseline.exact:.2f}  partial {run.baseline.partial:.2f}"
+        )
+        training = _training_tasks(profile, args.rounds, args.seed)
+        step = await api.last_step()
+        round_s: list[float] = []
+        for number in range(1, args.rounds + 1):
+            elapsed = time.monotonic() - started
+            expected = max(round_s[-3:], default=0.0)
+            if elapsed + expected > args.time_budget:
+                console.print(f"  time budget {args.time_budget:.0f} s reached after {number - 1} rounds")
+                break
+            round_started = time.monotonic()
+            entry = await _one_round(api, profile, number, training, step, test)
+            if entry["measured"] is not None:
+                run.final = Measurement(**entry["measured"])
+            step = max(step, int(entry.get("step") or step))
+            round_s.append(time.monotonic() - round_started)
+            entry["round_s"] = round(round_s[-1], 1)
+            entry["elapsed_s"] = round(time.monotonic() - started, 1)
+            entry["heldout_exact"] = run.final.exact
+            entry["heldout_partial"] = run.final.partial
+            run.rounds.append(entry)
+            _print_round(console, entry, args.rounds, run.baseline.exact)
+    finally:
+        await api.aclose()
+
+
+async def _one_round(
+    api: ReefAPI,
+    profile: RecipeProfile,
+    number: int,
+    training: Iterator[list[DemoTask]],
+    after_step: int,
+    test: list[DemoTask],
+) -> dict[str, Any]:
+    answers: list[Answer] = []
+    sent = 0
+
+    async def send(batch: list[DemoTask]) -> None:
+        nonlocal sent
+        sent += 1
+        groups = [f"r{number}-{sent}-{i}" for i in range(len(batch))]
+        jobs = [
+            (task, group) for task, group in zip(batch, groups, strict=True) for _ in range(profile.samples_per_prompt)
+        ]
+        got = await asyncio.gather(
+            *(api.chat(task, profile.temperature, profile.max_tokens, {"purpose": "training"}) for task, _ in jobs)
+        )
+        await asyncio.gather(
+            *(
+                api.report(profile.score(answer), answer.receipt, profile.metadata(answer, group))
+                for answer, (_, group) in zip(got, jobs, strict=True)
+            )
+        )
+        answers.extend(got)
+
+    async def nudge() -> None:
+        # A grouped recipe drops groups whose answers all scored the same: send fresh prompts to fill the batch.
+        if sent < 4:
+            await send(next(training))
+
+    await send(next(training))
+    outcome = await api.wait_for_step(after_step, STEP_TIMEOUT_S, nudge=nudge)
+    commit = outcome.commit or {}
+    measured: Measurement | None = None
+    if outcome.verdict == "published":
+        # Only a newly served release can change the held-out score; otherwise the last measurement stands.
+        measured = await api.measure(test, MEASURE_MAX_TOKENS)
+    scores = [profile.score(a) for a in answers]
+    return {
+        "round": number,
+        "step": commit.get("step"),
+        "verdict": outcome.verdict,
+        "reason": commit.get("reason"),
+        "release_id": commit.get("release_id"),
+        "train_prompts": len(answers),
+        "train_score": round(sum(scores) / len(scores), 4) if scores else None,
+        "train_exact": round(sum(float(is_exact(a.task, a.text)) for a in answers) / max(len(answers), 1), 4),
+        "gate_candidate": _rounded((commit.get("metrics") or {}).get("candidate_mean")),
+        "gate_current": _rounded((commit.get("metrics") or {}).get("current_mean")),
+        "loss": _last_loss(commit),
+        "wait_s": outcome.waited_s,
+        "measured": measured.to_json() if measured else None,
+    }
+
+
+def _training_tasks(profile: RecipeProfile, rounds: int, seed: int) -> Iterator[list[DemoTask]]:
+    """Endless rounds of training prompts: distinct while the pools last, then reused."""
+    pool = generate("train", max(rounds * profile.prompts_per_round * 2, 64), seed=seed)
+    index = 0
+    while True:
+        batch = [pool[(index + i) % len(pool)] for i in range(profile.prompts_per_round)]
+        index += profile.prompts_per_round
+        yield batch
+
+
+def _print_round(console: Console, entry: dict[str, Any], rounds: int, baseline: float) -> None:
+    verdict = entry["verdict"]
+    color = {"published": "green", "rejected": "yellow"}.get(verdict, "red")
+    gain = entry["heldout_exact"] - baseline
+    measured = "" if entry["measured"] else " (unchanged)"
+    console.print(
+        f"  round {entry['round']:>2}/{rounds} · step {entry['step']} [{color}]{verdict}[/] · "
+        f"train score {entry['train_score'] or 0:.2f} · held-out exact [bold]{entry['heldout_exact']:.2f}[/] "
+        f"({gain:+.2f}){measured} · {entry['round_s']:.0f} s (total {entry['elapsed_s']:.0f} s)"
+    )
+
+
+def _finish(run: DemoRun, args: argparse.Namespace, console: Console) -> None:
+    result = run.to_json()
+    if args.report is not None:
+        write_report(args.report, result)
+        console.print(f"  report written to {args.report}")
+    if run.baseline is not None and run.final is not None:
+        console.print(
+            f"[bold]held-out exact match {run.baseline.exact:.2f} → {run.final.exact:.2f} "
+            f"({run.final.exact - run.baseline.exact:+.2f})[/] in {run.wall_s:.0f} s, "
+            f"{result['published']} of {len(run.rounds)} steps published"
+        )
+    if args.json:
+        sys.stdout.write(json.dumps(result) + "\n")
+        sys.stdout.flush()
+
+
+def _write_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+
+
+def _rounded(value: Any) -> float | None:
+    return round(float(value), 4) if isinstance(value, int | float) else None
+
+
+def _last_loss(commit: dict[str, Any]) -> float | None:
+    losses = (commit.get("metrics") or {}).get("loss")
+    if isinstance(losses, list) and losses:
+        return _rounded(losses[-1])
+    return _rounded(losses)

@@ -1,0 +1,176 @@
+"""What the demo asks of a running Reef, over its public HTTP API only (PROTOCOL.md)."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import httpx
+
+from reef.cli.demo_tasks import DemoTask, is_exact, partial_credit
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Answer:
+    """One served completion: its text, its receipt and the release that served it."""
+
+    task: DemoTask
+    text: str
+    receipt: str
+    release_id: str | None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Measurement:
+    """A held-out score: exact match and partial credit, overall and per task family."""
+
+    exact: float
+    partial: float
+    by_family: dict[str, float]
+    release_id: str | None
+    wall_s: float
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class StepOutcome:
+    """How the learner ended a step: its commit (None when the wait ran out)."""
+
+    commit: dict[str, Any] | None
+    waited_s: float
+
+    @property
+    def verdict(self) -> str:
+        return str(self.commit.get("verdict")) if self.commit else "timeout"
+
+
+class ReefAPI:
+    """The calls the demo makes, all scoped to one scenario."""
+
+    def __init__(self, url: str, scenario: str, timeout_s: float = 600.0, token: str | None = None) -> None:
+        headers = {"x-reef-scenario": scenario}
+        if token:
+            headers["authorization"] = f"Bearer {token}"
+        self.scenario = scenario
+        self._client = httpx.AsyncClient(
+            base_url=url, headers=headers, timeout=timeout_s, limits=httpx.Limits(max_connections=64)
+        )
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+    async def chat(
+        self, task: DemoTask, temperature: float, max_tokens: int, tags: dict[str, str] | None = None
+    ) -> Answer:
+        body = {"messages": task.messages(), "temperature": temperature, "max_tokens": max_tokens}
+        headers = {f"x-reef-tag-{name}": value for name, value in (tags or {}).items()}
+        response = await self._client.post("/v1/chat/completions", json=body, headers=headers)
+        _raise_for_status(response)
+        choices = response.json().get("choices") or [{}]
+        text = (choices[0].get("message") or {}).get("content") or ""
+        return Answer(
+            task=task,
+            text=text,
+            receipt=response.headers.get("x-reef-agent-record-id", ""),
+            release_id=response.headers.get("x-reef-release-id"),
+        )
+
+    async def answer_all(
+        self, tasks: Sequence[DemoTask], temperature: float, max_tokens: int, tags: dict[str, str] | None = None
+    ) -> list[Answer]:
+        """All at once, so the engine can batch them."""
+        return list(await asyncio.gather(*(self.chat(t, temperature, max_tokens, tags) for t in tasks)))
+
+    async def report(self, score: float, receipt: str, metadata: dict[str, Any] | None = None) -> str:
+        body: dict[str, Any] = {"score": score, "references": [receipt]}
+        if metadata:
+            body["metadata"] = metadata
+        response = await self._client.post("/reef/report", json=body)
+        _raise_for_status(response)
+        return str(response.json().get("agent_record_id", ""))
+
+    async def measure(self, tasks: Sequence[DemoTask], max_tokens: int) -> Measurement:
+        """The held-out score of whatever release serves now: greedy answers graded exactly and with partial credit."""
+        started = time.monotonic()
+        answers = await self.answer_all(tasks, 0.0, max_tokens, {"purpose": "heldout"})
+        families: dict[str, list[float]] = {}
+        for answer in answers:
+            families.setdefault(answer.task.family, []).append(float(is_exact(answer.task, answer.text)))
+        exact = [float(is_exact(a.task, a.text)) for a in answers]
+        partial = [partial_credit(a.task, a.text) for a in answers]
+        releases = {a.release_id for a in answers}
+        return Measurement(
+            exact=round(_mean(exact), 4),
+            partial=round(_mean(partial), 4),
+            by_family={name: round(_mean(scores), 4) for name, scores in sorted(families.items())},
+            release_id=releases.pop() if len(releases) == 1 else None,
+            wall_s=round(time.monotonic() - started, 2),
+        )
+
+    async def status(self) -> dict[str, Any]:
+        """This scenario's entry in `GET /reef/status` ({} before the scenario exists)."""
+        response = await self._client.get("/reef/status")
+        _raise_for_status(response)
+        return dict((response.json().get("scenarios") or {}).get(self.scenario) or {})
+
+    async def commits(self, after_step: int = -1) -> list[dict[str, Any]]:
+        response = await self._client.get(
+            f"/reef/scenarios/{self.scenario}/commits", params={"after_step": after_step, "limit": 1000}
+        )
+        if response.status_code == 404:  # the scenario does not exist yet
+            return []
+        _raise_for_status(response)
+        return list(response.json().get("commits") or [])
+
+    async def last_step(self) -> int:
+        commits = await self.commits()
+        return max((int(c.get("step", 0)) for c in commits), default=0)
+
+    async def wait_for_step(
+        self, after_step: int, timeout_s: float, poll_s: float = 1.0, nudge: Any = None
+    ) -> StepOutcome:
+        """Poll the commit log until a step after `after_step` is committed and, if published, serves.
+
+        `nudge()` (async, optional) is awaited while the learner sits idle with no step, e.g. to send more
+        rollouts when a grouped recipe dropped groups that carried no signal.
+        """
+        started = time.monotonic()
+        idle_polls = 0
+        while time.monotonic() - started < timeout_s:
+            commits = await self.commits(after_step)
+            if commits:
+                commit = commits[0]
+                if commit.get("verdict") == "published":
+                    await self._wait_until_serving(commit.get("release_id"), timeout_s - (time.monotonic() - started))
+                return StepOutcome(commit, round(time.monotonic() - started, 2))
+            state = await self.status()
+            job = (state.get("job") or {}).get("state", "idle")
+            idle_polls = idle_polls + 1 if job == "idle" and not state.get("ready") else 0
+            if nudge is not None and idle_polls >= 5:
+                idle_polls = 0
+                await nudge()
+            await asyncio.sleep(poll_s)
+        return StepOutcome(None, round(time.monotonic() - started, 2))
+
+    async def _wait_until_serving(self, release_id: str | None, timeout_s: float) -> None:
+        deadline = time.monotonic() + max(timeout_s, 5.0)
+        while release_id and time.monotonic() < deadline:
+            if (await self.status()).get("current_release_id") == release_id:
+                return
+            await asyncio.sleep(0.5)
+
+
+def _mean(values: Sequence[float]) -> float:
+    return sum(values) / len(values) if values else 0.0
+
+
+def _raise_for_status(response: httpx.Response) -> None:
+    if response.status_code >= 400:
+        raise RuntimeError(
+            f"{response.request.method} {response.request.url.path}: {response.status_code} {response.text}"
+        )

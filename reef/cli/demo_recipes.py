@@ -1,0 +1,79 @@
+"""How the demo drives each learning recipe: sampling, grading, report bodies and training hyper-parameters."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any
+
+from reef.cli.demo_api import Answer
+from reef.cli.demo_tasks import is_exact, partial_credit
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class RecipeProfile:
+    """One recipe's demo settings.
+
+    `prompts_per_round × samples_per_prompt` reports make one learner batch (`batch_size` units).
+    """
+
+    recipe: str
+    prompts_per_round: int
+    samples_per_prompt: int
+    temperature: float
+    max_tokens: int
+    learning_rate: float
+    epochs: int
+    batch_size: int
+    recipe_config: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    def score(self, answer: Answer) -> float:
+        """SFT reports whether the answer was exactly right; RL recipes get partial credit (see `partial_credit`)."""
+        if self.recipe == "sft":
+            return float(is_exact(answer.task, answer.text))
+        return partial_credit(answer.task, answer.text)
+
+    def metadata(self, answer: Answer, group: str | None) -> dict[str, Any]:
+        if self.recipe == "sft":
+            return {"demonstration": answer.task.answer}
+        if self.recipe == "grpo" and group is not None:
+            return {"group": group}
+        return {}
+
+    def serve_flags(self, learning_rate: float | None = None, epochs: int | None = None) -> list[str]:
+        """`reef serve` flags for this recipe (on top of the model, recipe, batch size, tasks, state dir and port)."""
+        flags = [
+            "--training.learning-rate",
+            repr(learning_rate if learning_rate is not None else self.learning_rate),
+            "--training.epochs",
+            str(epochs if epochs is not None else self.epochs),
+            # Demo answers are a word or a number: a short gate is as informative and much cheaper.
+            "--evaluation.max-new-tokens",
+            "12",
+            # Accept a candidate that wins at least as many validation tasks as it loses: the first steps
+            # often change no exact answer yet, and rejecting them would restart every step from the base.
+            "--evaluation.margin",
+            "-1",
+        ]
+        if self.recipe_config:
+            flags += ["--learning.recipe-config", json.dumps(self.recipe_config)]
+        return flags
+
+
+PROFILES: dict[str, RecipeProfile] = {
+    # Greedy answers; the report carries the right answer as the demonstration.
+    "sft": RecipeProfile(
+        "sft", prompts_per_round=8, samples_per_prompt=1, temperature=0.0, max_tokens=16,
+        learning_rate=6e-4, epochs=1, batch_size=8,
+    ),
+    # Sampled answers so the policy explores; short completions keep the reward about the answer.
+    "rl": RecipeProfile(
+        "rl", prompts_per_round=8, samples_per_prompt=1, temperature=1.0, max_tokens=16,
+        learning_rate=5e-4, epochs=1, batch_size=8, recipe_config={"baseline_decay": 0.8},
+    ),
+    # k samples per prompt at temperature 1; advantages are relative within each prompt's group.
+    "grpo": RecipeProfile(
+        "grpo", prompts_per_round=2, samples_per_prompt=4, temperature=1.0, max_tokens=16,
+        learning_rate=5e-4, epochs=1, batch_size=8, recipe_config={"group_size": 4},
+    ),
+}  # fmt: skip

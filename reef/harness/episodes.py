@@ -1,0 +1,229 @@
+"""Episodes: run a real agent on one task, in a fresh temporary root holding the rendered tree and the model
+binding, with a timeout, a residue check and the trajectory read back.
+
+`pi` episodes run the pi binary (`PI_CODING_AGENT_DIR=<root>/agent` with `AGENTS.md`, skills… and a
+`models.json` naming this Reef as provider `reef`; `PI_OFFLINE=1 pi --provider reef --model ID --mode json -p
+TASK`). `chat` episodes are one request through the engine with the chat adapter's system prompt.
+
+Sandboxing: where `bwrap` exists the agent sees the host read-only, a private /tmp, its own writable root and
+its own PID namespace. The network is NOT isolated: bubblewrap's `--unshare-net` also removes the host's
+loopback, so the agent could not reach Reef on 127.0.0.1; isolating it would need Reef's endpoint brought in
+over a Unix socket with a forwarder inside the sandbox (not done). The environment is emptied (no provider
+keys reach the agent), and the only credential inside the root is the Reef token of the binding.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import os
+import shutil
+import signal
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from reef.core.scenarios import Dialect
+from reef.harness.chat import system_prompt_of
+from reef.harness.render import render, write_files
+from reef.harness.tree import HarnessTree
+from reef.inference.base import Engine, RequestContext
+from reef.learning.evaluation import answer_text
+
+STDERR_TAIL_CHARS = 4_000
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ModelBinding:
+    """Where an episode's agent sends its model requests: this Reef, a scenario, a model id, a token."""
+
+    base_url: str
+    scenario: str
+    model: str
+    api_key: str = "reef"
+    max_tokens: int | None = None
+
+    def pi_models_json(self) -> dict[str, Any]:
+        model: dict[str, Any] = {"id": self.model}
+        if self.max_tokens:
+            model["maxTokens"] = self.max_tokens
+        return {
+            "providers": {
+                "reef": {
+                    "api": "openai-completions",
+                    "baseUrl": self.base_url.rstrip("/") + "/v1",
+                    "apiKey": self.api_key,
+                    "headers": {"x-reef-scenario": self.scenario},
+                    "models": [model],
+                }
+            }
+        }
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class EpisodeResult:
+    """How one episode went; `residue` lists anything it left behind (empty when clean)."""
+
+    answer: str
+    exit_code: int | None
+    timed_out: bool
+    trajectory: list[dict[str, Any]]
+    residue: list[str]
+    sandboxed: bool
+    duration_s: float
+    stderr_tail: str = ""
+
+
+class PiEpisodes:
+    """Runs pi episodes, at most `max_parallel` at a time."""
+
+    def __init__(
+        self,
+        binary: str = "pi",
+        *,
+        timeout_s: float = 120.0,
+        max_parallel: int = 2,
+        sandbox: bool | None = None,
+        temp_dir: Path | None = None,
+    ) -> None:
+        self.binary = shutil.which(binary) or binary
+        self.timeout_s = timeout_s
+        self.sandbox = shutil.which("bwrap") is not None if sandbox is None else sandbox
+        self.temp_dir = temp_dir
+        self._limit = asyncio.Semaphore(max_parallel)
+
+    @staticmethod
+    def available(binary: str = "pi") -> bool:
+        return shutil.which(binary) is not None
+
+    async def run_many(self, tree: HarnessTree, tasks: Sequence[str], binding: ModelBinding) -> list[EpisodeResult]:
+        return list(await asyncio.gather(*(self.run(tree, task, binding) for task in tasks)))
+
+    async def run(self, tree: HarnessTree, task: str, binding: ModelBinding) -> EpisodeResult:
+        async with self._limit:
+            root = Path(tempfile.mkdtemp(prefix="reef-episode-", dir=self.temp_dir))
+            try:
+                return await self._run_in(root, tree, task, binding)
+            finally:
+                shutil.rmtree(root, ignore_errors=True)
+
+    async def _run_in(self, root: Path, tree: HarnessTree, task: str, binding: ModelBinding) -> EpisodeResult:
+        agent, work, home = root / "agent", root / "work", root / "home"
+        for directory in (agent, work, home, root / "tmp"):
+            directory.mkdir()
+        write_files(render(tree, "pi"), agent)
+        (agent / "models.json").write_text(json.dumps(binding.pi_models_json(), indent=2))
+        os.chmod(agent / "models.json", 0o600)
+        command = [self.binary, "--provider", "reef", "--model", binding.model, "--mode", "json", "--no-session"]
+        command += ["-p", task]
+        if self.sandbox:
+            command = self._sandboxed(root, work, Path(self.binary).resolve().parent) + command
+        env = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "HOME": str(home),
+            "TMPDIR": str(root / "tmp"),
+            "LANG": "C.UTF-8",
+            "PI_OFFLINE": "1",
+            "PI_CODING_AGENT_DIR": str(agent),
+        }
+        started = time.monotonic()
+        process = await asyncio.create_subprocess_exec(
+            *command,
+            cwd=work,
+            env=env,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            start_new_session=True,  # its own process group, so a timeout kills every child too
+        )
+        timed_out = False
+        try:
+            stdout, stderr = await asyncio.wait_for(process.communicate(), self.timeout_s)
+        except TimeoutError:
+            timed_out = True
+            _kill_group(process.pid)
+            stdout, stderr = await process.communicate()
+        duration_s = time.monotonic() - started
+        trajectory = parse_trajectory(stdout.decode("utf-8", "replace"))
+        residue = _residue(process.pid)
+        return EpisodeResult(
+            answer=final_answer(trajectory),
+            exit_code=process.returncode,
+            timed_out=timed_out,
+            trajectory=trajectory,
+            residue=residue,
+            sandboxed=self.sandbox,
+            duration_s=duration_s,
+            stderr_tail=stderr.decode("utf-8", "replace")[-STDERR_TAIL_CHARS:],
+        )
+
+    @staticmethod
+    def _sandboxed(root: Path, work: Path, binary_dir: Path) -> list[str]:
+        # The private /tmp hides anything under the host's /tmp: bring the agent's binary back, read-only.
+        binary = ["--ro-bind", str(binary_dir), str(binary_dir)] if binary_dir.is_relative_to("/tmp") else []
+        return [
+            "bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", *binary,
+            "--bind", str(root), str(root), "--chdir", str(work),
+            "--unshare-pid", "--unshare-ipc", "--die-with-parent", "--new-session", "--",
+        ]  # fmt: skip
+
+
+async def chat_episode(engine: Engine, tree: HarnessTree, task: str, binding: ModelBinding) -> EpisodeResult:
+    """A `chat` episode: one request through the engine with the tree as system prompt (nothing recorded)."""
+    started = time.monotonic()
+    body: dict[str, Any] = {"model": binding.model, "messages": [{"role": "user", "content": task}]}
+    if binding.max_tokens:
+        body["max_tokens"] = binding.max_tokens
+    ctx = RequestContext(binding.scenario, system_prompt=system_prompt_of(tree))
+    completion = await engine.complete(Dialect.CHAT, body, ctx)
+    answer = answer_text(completion.body) if completion.status < 400 else ""
+    trajectory = [{"request": body, "system_prompt": ctx.system_prompt}, {"response": completion.body}]
+    return EpisodeResult(answer, 0, False, trajectory, [], False, time.monotonic() - started)
+
+
+def parse_trajectory(stdout: str) -> list[dict[str, Any]]:
+    """pi's `--mode json` events, one JSON object a line (other lines are skipped)."""
+    events = []
+    for line in stdout.splitlines():
+        line = line.strip()
+        if line.startswith("{"):
+            try:
+                events.append(json.loads(line))
+            except ValueError:
+                continue
+    return events
+
+
+def final_answer(trajectory: list[dict[str, Any]]) -> str:
+    """The text of the last assistant message in a pi trajectory."""
+    for event in reversed(trajectory):
+        message = event.get("message") if event.get("type") in ("message_end", "turn_end") else None
+        if isinstance(message, dict) and message.get("role") == "assistant":
+            content = message.get("content") or []
+            return "".join(p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text")
+    return ""
+
+
+def _kill_group(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def _residue(pid: int) -> list[str]:
+    """What the episode left running (its process group), before the root is removed."""
+    found = []
+    try:
+        os.killpg(pid, 0)
+    except ProcessLookupError:
+        pass
+    except PermissionError:
+        found.append(f"process group {pid} still exists")
+    else:
+        _kill_group(pid)
+        found.append(f"process group {pid} outlived the agent (killed)")
+    return found

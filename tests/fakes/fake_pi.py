@@ -1,0 +1,26 @@
+"""A stand-in for the `pi` binary (copied into a temp dir with a shebang by tests): it reads the AGENTS.md and
+models.json an episode prepared and prints pi-like `--mode json` events. Tasks steer it:
+`sleep` hangs (for timeouts), `spawn` leaves a background child running, `write-home` writes outside its root.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+agent = Path(os.environ["PI_CODING_AGENT_DIR"])
+task = sys.argv[sys.argv.index("-p") + 1]
+models = json.loads((agent / "models.json").read_text())
+agents_md = (agent / "AGENTS.md").read_text() if (agent / "AGENTS.md").exists() else ""
+if task == "sleep":
+    time.sleep(60)
+if task == "spawn":
+    subprocess.Popen(["sleep", "60"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+if task.startswith("write:"):
+    Path(task[len("write:") :]).write_text("residue")
+print(json.dumps({"type": "session", "cwd": os.getcwd()}))
+reply = {"role": "assistant", "content": [{"type": "text", "text": f"saw: {agents_md.strip()[:200]}"}]}
+print(json.dumps({"type": "message_end", "message": {"role": "user", "content": [{"type": "text", "text": task}]}}))
+print(json.dumps({"type": "message_end", "message": reply, "provider": list(models["providers"])[0]}))

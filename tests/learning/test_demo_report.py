@@ -1,0 +1,91 @@
+"""The demo's HTML report and the per-recipe settings it drives the server with."""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ElementTree
+from pathlib import Path
+
+from reef.cli.config import load_settings, parse_overrides
+from reef.cli.demo_api import Answer
+from reef.cli.demo_recipes import PROFILES
+from reef.cli.demo_report import curve_svg, learning_curve_points, render_report, write_report
+from reef.cli.demo_server import free_port, serve_command
+from reef.cli.demo_tasks import DemoTask
+
+
+def _result() -> dict:
+    return {
+        "recipe": "sft",
+        "baseline": 0.0,
+        "final": 0.5,
+        "baseline_partial": 0.4,
+        "final_partial": 0.6,
+        "baseline_by_family": {"add": 0.0, "city": 0.0},
+        "final_by_family": {"add": 0.2, "city": 1.0},
+        "rounds": [
+            {"round": 1, "step": 1, "verdict": "published", "heldout_exact": 0.2, "heldout_partial": 0.5},
+            {"round": 2, "step": 2, "verdict": "rejected", "reason": "wins 0 <script>", "heldout_exact": 0.2},
+            {"round": 3, "step": 3, "verdict": "published", "heldout_exact": 0.5, "heldout_partial": 0.6},
+        ],
+        "published": 2,
+        "wall_s": 321.0,
+        "settings": {"learning_rate": 0.0006},
+        "error": None,
+    }
+
+
+def test_the_curve_starts_at_the_baseline_and_has_a_point_per_round() -> None:
+    assert learning_curve_points(_result()) == [(0, 0.0), (1, 0.2), (2, 0.2), (3, 0.5)]
+
+
+def test_the_curve_is_well_formed_svg_with_one_marker_per_point() -> None:
+    svg = curve_svg([(0, 0.0), (1, 0.25), (2, 1.0)])
+    root = ElementTree.fromstring(svg)
+    circles = [e for e in root.iter() if e.tag.endswith("circle")]
+    assert len(circles) == 3
+
+
+def test_the_report_is_self_contained_and_escapes_server_text(tmp_path: Path) -> None:
+    path = tmp_path / "out" / "demo-report.html"
+    write_report(path, _result())
+    page = path.read_text()
+    assert "0.00 → 0.50 (+0.50)" in page
+    assert "<svg" in page and "<polyline" in page
+    assert "<script>" not in page and "&lt;script&gt;" in page
+    assert "http://" not in page.replace('xmlns="http://www.w3.org/2000/svg"', "")
+    assert "src=" not in page and "<link" not in page
+
+
+def test_a_report_without_measurements_still_renders() -> None:
+    page = render_report({"recipe": "rl", "baseline": None, "final": None, "rounds": [], "error": "server died"})
+    assert "no measurement" in page and "server died" in page
+
+
+def test_sft_reports_the_right_answer_as_the_demonstration_and_scores_exactly() -> None:
+    task = DemoTask("city", "Which city is mentioned: 'We flew to Rome in May.'", "Rome")
+    answer = Answer(task, "The city mentioned is Rome.", "rec_1", None)
+    assert PROFILES["sft"].score(answer) == 0.0
+    assert PROFILES["sft"].metadata(answer, None) == {"demonstration": "Rome"}
+    assert 0.0 < PROFILES["rl"].score(answer) < 1.0
+    assert PROFILES["grpo"].metadata(answer, "g1") == {"group": "g1"}
+
+
+def test_every_profile_fills_one_learner_batch_per_round() -> None:
+    for profile in PROFILES.values():
+        assert profile.prompts_per_round * profile.samples_per_prompt == profile.batch_size
+    grpo = PROFILES["grpo"]
+    assert grpo.recipe_config["group_size"] == grpo.samples_per_prompt
+
+
+def test_the_serve_command_parses_as_valid_settings(tmp_path: Path) -> None:
+    for profile in PROFILES.values():
+        command = serve_command(
+            profile.recipe, free_port(), tmp_path, tmp_path / "v.jsonl", profile.batch_size, profile.serve_flags()
+        )
+        assert command[2:4] == ["reef.cli.main", "serve"]
+        settings, _ = load_settings(None, parse_overrides(command[4:]), environ={})
+        assert settings.learning.recipe == profile.recipe
+        assert settings.learning.batch_size == profile.batch_size
+        assert settings.training.learning_rate == profile.learning_rate
+        assert settings.evaluation.margin == -1
+        assert settings.learning.recipe_config == profile.recipe_config

@@ -1,0 +1,24 @@
+#!/bin/sh
+# The smallest full harness-evolution loop: serve SmolLM2 with Reef, send tasks, report scores, wait for an
+# evolved release, pull the tree, and write work/replay.html. Usage: ./run.sh [recipe]  (default: evolve)
+set -eu
+cd "$(dirname "$0")"
+RECIPE="${1:-evolve}"
+PORT="${REEF_PORT:-8930}"
+URL="http://127.0.0.1:$PORT"
+SCENARIO="${REEF_SCENARIO:-tutorial-$RECIPE}"
+PYTHON="${PYTHON:-python}"
+mkdir -p work
+"$PYTHON" -m reef.cli.main serve -c configs/serve.yaml --reef.port "$PORT" --storage.dir work/state \
+  --learning.recipe "$RECIPE" > "work/serve-$RECIPE.log" 2>&1 &
+SERVER=$!
+trap 'kill "$SERVER" 2>/dev/null || true' EXIT INT TERM
+printf 'waiting for Reef on %s ' "$URL"
+i=0
+until curl -fsS "$URL/healthz" > /dev/null 2>&1; do
+  i=$((i + 1))
+  if [ "$i" -gt 300 ] || ! kill -0 "$SERVER" 2>/dev/null; then echo; cat "work/serve-$RECIPE.log"; exit 1; fi
+  printf .; sleep 1
+done
+echo " up"
+"$PYTHON" loop.py --url "$URL" --scenario "$SCENARIO" --tasks tasks/train.jsonl --work work
