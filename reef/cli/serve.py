@@ -122,6 +122,7 @@ def run_serve(args: argparse.Namespace, extra: list[str]) -> int:
         loop="uvloop",
         http="httptools",
         access_log=False,
+        proxy_headers=False,
         log_level=settings.reef.log_level,
         timeout_graceful_shutdown=5,
     )

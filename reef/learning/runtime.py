@@ -157,6 +157,7 @@ class Runtime:
                 if name not in self._known:
                     _, created = await asyncio.to_thread(self.records.ensure_scenario, name, self.recipe.name)
                     await self._bring_up(name)
+            self._creation_locks.pop(name, None)  # waiters hold their own reference; later calls take the fast path
         info = await asyncio.to_thread(self.records.scenario, name)
         if info is None:  # deleted concurrently
             raise NotFound(f"scenario {name!r} does not exist")

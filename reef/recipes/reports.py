@@ -36,14 +36,15 @@ class Rollout:
         payload = record.payload or {}
         training = payload.get("training") or {}
         request = payload.get("request") or {}
-        chat = payload.get("dialect") in (None, "chat")  # other dialects' messages need translation first
+        # The job renders messages with the chat template, which expects chat-dialect (OpenAI) messages.
+        chat = payload.get("dialect") in (None, "chat") and isinstance(request.get("messages"), list)
         tags = payload.get("tags") or (payload.get("metadata") or {}).get("tags") or {}
         return cls(
             record_id=record.agent_record_id,
             prompt_ids=training.get("prompt_token_ids"),
             completion_ids=training.get("completion_token_ids"),
             logprobs=training.get("logprobs"),
-            messages=plain_messages(request.get("messages")) if chat else None,
+            messages=request.get("messages") if chat else None,
             tools=request.get("tools") if chat else None,
             tags=dict(tags),
         )
@@ -63,19 +64,6 @@ class Rollout:
         if self.messages:
             return {"messages": self.messages, **({"tools": self.tools} if self.tools else {})}
         return None
-
-
-def plain_messages(messages: Any) -> list[dict[str, Any]] | None:
-    """OpenAI chat messages with list-of-parts contents flattened to text (chat templates expect strings)."""
-    if not isinstance(messages, list):
-        return None
-    flattened = []
-    for message in messages:
-        content = message.get("content")
-        if isinstance(content, list):
-            content = "".join(part.get("text", "") for part in content if isinstance(part, dict))
-        flattened.append({**message, "content": content if content is not None else ""})
-    return flattened
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 
 from reef.core.errors import BadRequest
 from reef.core.records import Record
-from reef.recipes.reports import ReportJoiningProcessor, Rollout, plain_messages
+from reef.recipes.reports import ReportJoiningProcessor, Rollout
 from reef.recipes.weights import WeightsRecipe
 
 
@@ -46,8 +46,8 @@ class SFTProcessor(ReportJoiningProcessor):
         if rollouts:
             prompt = rollouts[0].prompt()
         else:
-            messages = plain_messages((payload.get("metadata") or {}).get("messages"))
-            prompt = {"messages": messages} if messages else None
+            messages = (payload.get("metadata") or {}).get("messages")
+            prompt = {"messages": messages} if isinstance(messages, list) and messages else None
         if demonstration is None:
             self.skip(record_ids, "no_demonstration")
         elif prompt is None:

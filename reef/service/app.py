@@ -19,8 +19,12 @@ from reef.service.routes import feedback, inference, scenarios, system
 from reef.storage.base import RecordStore
 
 
-def create_app(settings: Settings, runtime: Any, records: RecordStore, engine: Engine) -> FastAPI:
-    """The Reef HTTP app; `runtime` is the domain facade (reef.learning.runtime.Runtime)."""
+def create_app(settings: Settings, runtime: Any, records: RecordStore, engine: Engine) -> EdgeMiddleware:
+    """The Reef ASGI app; `runtime` is the domain facade (reef.learning.runtime.Runtime).
+
+    The outermost layer is `EdgeMiddleware` (auth, body limit, metrics), which serves the `/v1/*` hot path itself
+    and hands everything else to the FastAPI app (`.app`), which also owns the lifespan and the OpenAPI document.
+    """
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -45,14 +49,14 @@ def create_app(settings: Settings, runtime: Any, records: RecordStore, engine: E
     app.state.engine = engine
     app.state.metrics = metrics
     install_error_handlers(app)
-    for module in (inference, feedback, scenarios, system):
+    for module in (feedback, scenarios, system):
         app.include_router(module.router)
     with contextlib.suppress(ImportError):
         app.include_router(importlib.import_module("reef.service.routes.harness").router)
-    app.add_middleware(
-        EdgeMiddleware,
+    return EdgeMiddleware(
+        app,
         tokens=settings.reef.all_tokens(),
         max_body_bytes=settings.reef.max_body_bytes,
         metrics=metrics,
+        fast_path=inference.InferenceEndpoints(app.state),
     )
-    return app

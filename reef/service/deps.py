@@ -46,12 +46,15 @@ async def json_object(request: Request) -> dict[str, Any]:
     return body
 
 
-async def live_scenario(request: Request, name: str) -> str:
-    """Make sure `name` exists, creating it (bound to the deployment's recipe) unless implicit creation is off."""
-    runtime = request.app.state.runtime
+async def live_scenario(state: Any, name: str) -> str:
+    """Make sure `name` exists, creating it (bound to the deployment's recipe) unless implicit creation is off.
+
+    `state` is the app's state (runtime, settings, records, engine, metrics).
+    """
+    runtime = state.runtime
     if runtime.known_scenario(name):
         return name
-    if not request.app.state.settings.reef.implicit_scenarios:
+    if not state.settings.reef.implicit_scenarios:
         raise NotFound(f"unknown scenario {name!r} (implicit creation is off; POST /reef/scenarios first)")
     await runtime.ensure_scenario(name)
     return name

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 import orjson
 from fastapi import FastAPI, Request
@@ -25,19 +26,29 @@ def _field_of(loc: tuple) -> str:
     return ".".join(parts) or "body"
 
 
+def reef_error_response(exc: ReefError, metrics: Any) -> Response:
+    """The response for a domain error: its status, the PROTOCOL.md error body, Retry-After when saturated."""
+    if isinstance(exc, UpstreamRejected):  # relayed as the upstream sent it
+        return Response(exc.body, status_code=exc.status, media_type="application/json")
+    headers = None
+    if isinstance(exc, Unavailable):
+        headers = {"retry-after": str(max(1, round(exc.retry_after_s)))}
+    if isinstance(exc, UpstreamError | UpstreamTimeout):
+        metrics.upstream_errors.labels(str(exc.status)).inc()
+    return error_response(exc.status, exc.type, exc.message, headers)
+
+
+def unexpected_error_response(method: str, path: str) -> Response:
+    log.exception("unhandled error on %s %s", method, path)
+    return error_response(500, "internal_error", "internal error; see the server log")
+
+
 def install_error_handlers(app: FastAPI) -> None:
     """Map ReefError, validation errors and stray exceptions to the PROTOCOL.md error shape."""
 
     @app.exception_handler(ReefError)
     async def _reef_error(request: Request, exc: ReefError) -> Response:
-        if isinstance(exc, UpstreamRejected):  # relayed as the upstream sent it
-            return Response(exc.body, status_code=exc.status, media_type="application/json")
-        headers = None
-        if isinstance(exc, Unavailable):
-            headers = {"retry-after": str(max(1, round(exc.retry_after_s)))}
-        if isinstance(exc, UpstreamError | UpstreamTimeout):
-            request.app.state.metrics.upstream_errors.labels(str(exc.status)).inc()
-        return error_response(exc.status, exc.type, exc.message, headers)
+        return reef_error_response(exc, request.app.state.metrics)
 
     @app.exception_handler(RequestValidationError)
     async def _validation_error(request: Request, exc: RequestValidationError) -> Response:
@@ -52,5 +63,4 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> Response:
-        log.exception("unhandled error on %s %s", request.method, request.url.path)
-        return error_response(500, "internal_error", "internal error; see the server log")
+        return unexpected_error_response(request.method, request.url.path)

@@ -48,8 +48,11 @@ async def _send_error(send: Any, status: int, type_: str, message: str, extra: l
 class EdgeMiddleware:
     """Checks tokens (constant time, never logged), enforces `max_body_bytes`, and counts requests."""
 
-    def __init__(self, app: Any, tokens: list[str], max_body_bytes: int, metrics: ServiceMetrics) -> None:
+    def __init__(
+        self, app: Any, tokens: list[str], max_body_bytes: int, metrics: ServiceMetrics, fast_path: Any = None
+    ) -> None:
         self.app = app
+        self.fast_path = fast_path  # raw ASGI handlers served before the framework (the /v1 hot path)
         self.tokens = [t.encode() for t in tokens]
         self.max_body_bytes = max_body_bytes
         self.metrics = metrics
@@ -100,7 +103,10 @@ class EdgeMiddleware:
                             send, 413, "request_too_large", f"body exceeds {self.max_body_bytes} bytes"
                         )
                         return
-            await self.app(scope, self._limited(receive), send_counting)
+            if self.fast_path is not None and self.fast_path.handles(scope):
+                await self.fast_path(scope, self._limited(receive), send_counting)
+            else:
+                await self.app(scope, self._limited(receive), send_counting)
         finally:
             self.metrics.requests.labels(label, str(status_box[0])).inc()
             self.metrics.latency_s.labels(label).observe(time.perf_counter() - started)

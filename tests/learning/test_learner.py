@@ -185,3 +185,36 @@ async def test_status_shows_step_buffer_verdict_scores_and_serving_release(tmp_p
     assert entry["last_commit"]["step"] == commit["step"] + 1
     assert entry["recent_losses"][:2] == [1.0, 0.5]
     assert set(entry) >= {"step", "ready", "batch_size", "errors", "blocked", "mode"}
+
+
+async def test_a_rollback_during_a_step_wins_and_the_batch_is_retried_on_the_new_head(tmp_path):
+    class RollsBackMidStep(FileRecipe):
+        hook = None
+
+        async def grow(self, batch, parent_dir, ctx):
+            if self.hook is not None:
+                hook, self.hook = self.hook, None
+                await hook()
+            return await super().grow(batch, parent_dir, ctx)
+
+    world = await started(make_world(tmp_path, recipe_cls=RollsBackMidStep))
+    for q in Q[:2]:
+        world.report("math", q, QUESTIONS[q])
+    first = await world.runtime.step("math")
+    base = world.runtime.releases("math")[-1]["release_id"]
+    restored = []
+
+    async def roll_back():
+        restored.append(await world.runtime.rollback("math", base))
+
+    world.runtime.recipe.hook = roll_back
+    later = [world.report("math", q, QUESTIONS[q]) for q in Q[2:]]
+
+    skipped = await world.runtime.step("math")
+    assert skipped["verdict"] == "skipped" and "head moved" in skipped["reason"]
+    assert world.engine.active_release_id("math") == restored[0].release_id != first["release_id"]
+
+    retried = await world.runtime.step("math")
+    assert retried["verdict"] == "published" and retried["parent_release_id"] == restored[0].release_id
+    assert sorted(retried["consumed_record_ids"]) == sorted(r.agent_record_id for r in later)
+    assert world.runtime.status()["scenarios"]["math"]["consecutive_failures"] == 0

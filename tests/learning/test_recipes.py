@@ -86,8 +86,9 @@ def test_the_sft_processor_joins_demonstrations_with_the_cited_prompt_and_batche
     batch = processor.build_batch()
     assert batch is not None and processor.ready() == 0
     assert batch.samples[0] == {"prompt_ids": [1, 2, 3], "completion_text": "4"}
-    # Without token capture the prompt travels as (flattened) chat messages for the job to render.
-    assert batch.samples[1] == {"messages": [{"role": "user", "content": "2+2?"}], "completion_text": "four"}
+    # Without token capture the prompt travels as chat messages, for the job to render as the engine does.
+    messages = [{"role": "user", "content": [{"type": "text", "text": "2+2?"}]}]
+    assert batch.samples[1] == {"messages": messages, "completion_text": "four"}
     assert sorted(batch.record_ids) == ["i1", "i2", "r1", "r2"]
     processor.acknowledge(batch.batch_id)
     assert processor.build_batch() is None

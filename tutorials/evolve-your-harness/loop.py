@@ -85,6 +85,7 @@ def main() -> None:
     all_commits = http.get(f"/reef/scenarios/{args.scenario}/commits").json()["commits"]
     page = replay_html(args.scenario, releases, all_commits, trees)
     (args.work / "replay.html").write_text(page)
+    (args.work / f"replay-{args.scenario}.html").write_text(page)
     print(f"replay written to {args.work / 'replay.html'}")
 
 

@@ -90,7 +90,8 @@ def load_trainable_model(job: TrainingJob) -> tuple[Any, Any, str]:
     tokenizer = AutoTokenizer.from_pretrained(job.base_model_path)
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
-    model = AutoModelForCausalLM.from_pretrained(job.base_model_path, dtype=dtype).to(device)
+    model: Any = AutoModelForCausalLM.from_pretrained(job.base_model_path, dtype=dtype)
+    model.to(device)
     if config.get("full_finetune"):
         if config.get("kl_coef"):
             raise ValueError("kl_coef needs a LoRA adapter (the base model is the adapter-disabled model)")

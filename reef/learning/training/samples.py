@@ -33,13 +33,10 @@ def tokenize_sample(sample: dict[str, Any], tokenizer: Any, max_seq_len: int) ->
 
 
 def render_prompt(tokenizer: Any, messages: list[dict[str, Any]], tools: Any = None) -> list[int]:
-    """Prompt token ids exactly as the local engine renders them (its function when present)."""
-    try:
-        from reef.inference.local import render_prompt_ids  # type: ignore[attr-defined]
-    except ImportError:
-        rendered = tokenizer.apply_chat_template(messages, tools=tools, add_generation_prompt=True, tokenize=True)
-        return list(rendered["input_ids"] if hasattr(rendered, "keys") else rendered)
-    return list(render_prompt_ids(tokenizer, messages, tools))
+    """Prompt token ids exactly as the local engine renders them, so training sees the serving prompt format."""
+    from reef.inference.local.prompt import render_prompt_ids
+
+    return render_prompt_ids(tokenizer, messages, tools)
 
 
 def collate(samples: list[dict[str, Any]], pad_id: int, device: str = "cpu") -> dict[str, torch.Tensor]:

@@ -34,7 +34,7 @@ async def report(request: Request, body: ReportBody) -> dict[str, Any]:
     payload = body.payload()
     if body.references:
         _check_references(request, scenario, body.references)
-    await live_scenario(request, scenario)
+    await live_scenario(request.app.state, scenario)
     request.app.state.runtime.validate_report(scenario, payload)
     record = Record.new(scenario, "report", payload, created_at=time.time(), agent_record_id=body.agent_record_id)
     stored = await request.app.state.records.append_async([record])
@@ -50,7 +50,7 @@ def _imported(scenario: str, item: RecordImport) -> Record:
 @router.post("/reef/records", summary="Import one record without calling a model")
 async def import_record(request: Request, body: RecordImport) -> dict[str, Any]:
     scenario = scenario_of(request)
-    await live_scenario(request, scenario)
+    await live_scenario(request.app.state, scenario)
     stored = await request.app.state.records.append_async([_imported(scenario, body)])
     request.app.state.runtime.notify(scenario)
     return {"agent_record_id": stored[0].agent_record_id, "scenario": scenario, "request_type": body.request_type}
@@ -62,7 +62,7 @@ async def import_records(request: Request, body: RecordImportBatch) -> dict[str,
     ids = [item.agent_record_id for item in body.records if item.agent_record_id]
     if len(set(ids)) != len(ids):
         raise BadRequest("agent_record_id values must be unique within a batch", field="records")
-    await live_scenario(request, scenario)
+    await live_scenario(request.app.state, scenario)
     stored = await request.app.state.records.append_async([_imported(scenario, item) for item in body.records])
     request.app.state.runtime.notify(scenario)
     return {

@@ -2,6 +2,9 @@
 
 The receipt (`x-reef-agent-record-id`) is sent only once the record is durable; for streams it is sent in-band
 just before the terminal frame, which is held back until then.
+
+These are the hot path, so they are plain ASGI handlers dispatched by `EdgeMiddleware` before FastAPI's routing
+(measured: several times the throughput); errors go through the same table (`reef.service.errors`).
 """
 
 from __future__ import annotations
@@ -13,16 +16,17 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import orjson
-from fastapi import APIRouter, Request
+from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
 from reef.core.records import Record
 from reef.core.scenarios import Dialect
 from reef.inference.base import CompletionStream, RequestContext
 from reef.inference.sse import receipt_frames
+from reef.core.errors import ReefError
 from reef.service.deps import json_object, live_scenario, release_pin_of, scenario_of, tags_of
+from reef.service.errors import reef_error_response, unexpected_error_response
 
-router = APIRouter(include_in_schema=False)
 log = logging.getLogger("reef.service")
 _background: set[asyncio.Task] = set()
 
@@ -65,17 +69,16 @@ def _release_headers(release_id: str | None) -> dict[str, str]:
     return {"x-reef-release-id": release_id} if release_id else {}
 
 
-async def _serve(request: Request, dialect: Dialect) -> Response:
+async def _serve(state: Any, request: Request, dialect: Dialect) -> Response:
     started_at = time.time()
     scenario = scenario_of(request)
     body = await json_object(request)
-    await live_scenario(request, scenario)
-    state = request.app.state
+    await live_scenario(state, scenario)
     ctx: RequestContext = state.runtime.context_for(scenario, release_pin_of(request))
     tags = tags_of(request)
     if body.get("stream") is True:
         stream = await state.engine.stream(dialect, body, ctx)
-        return _streaming_response(request, dialect, scenario, stream, tags, started_at)
+        return _streaming_response(state, dialect, scenario, stream, tags, started_at)
     completion = await state.engine.complete(dialect, body, ctx)
     if completion.status >= 400:  # an upstream 4xx is relayed as it came, and not recorded
         return Response(completion.raw, status_code=completion.status, media_type="application/json")
@@ -100,14 +103,13 @@ async def _serve(request: Request, dialect: Dialect) -> Response:
 
 
 def _streaming_response(
-    request: Request,
+    state: Any,
     dialect: Dialect,
     scenario: str,
     stream: CompletionStream,
     tags: dict[str, str],
     started_at: float,
 ) -> StreamingResponse:
-    state = request.app.state
 
     def record_of(error: str | None = None) -> Record:
         result = stream.result()
@@ -162,32 +164,44 @@ async def _record_cut_stream(state: Any, record: Record) -> None:
         log.exception("could not record a cut stream of scenario %s", record.scenario)
 
 
-@router.post("/v1/chat/completions")
-async def chat_completions(request: Request) -> Response:
-    return await _serve(request, Dialect.CHAT)
-
-
-@router.post("/v1/responses")
-async def responses(request: Request) -> Response:
-    return await _serve(request, Dialect.RESPONSES)
-
-
-@router.post("/v1/messages")
-async def messages(request: Request) -> Response:
-    return await _serve(request, Dialect.MESSAGES)
-
-
-@router.post("/v1/messages/count_tokens")
-async def count_tokens(request: Request) -> Response:
+async def _count_tokens(state: Any, request: Request) -> Response:
     scenario = scenario_of(request)
     body = await json_object(request)
-    await live_scenario(request, scenario)
-    ctx = request.app.state.runtime.context_for(scenario, release_pin_of(request))
-    counted = await request.app.state.engine.count_tokens(body, ctx)
+    await live_scenario(state, scenario)
+    ctx = state.runtime.context_for(scenario, release_pin_of(request))
+    counted = await state.engine.count_tokens(body, ctx)
     return Response(orjson.dumps(counted), media_type="application/json")
 
 
-@router.get("/v1/models")
-async def models(request: Request) -> Response:
-    data = request.app.state.engine.models()
-    return Response(orjson.dumps({"object": "list", "data": data}), media_type="application/json")
+async def _models(state: Any, request: Request) -> Response:
+    return Response(orjson.dumps({"object": "list", "data": state.engine.models()}), media_type="application/json")
+
+
+ROUTES = {
+    ("POST", "/v1/chat/completions"): lambda state, request: _serve(state, request, Dialect.CHAT),
+    ("POST", "/v1/responses"): lambda state, request: _serve(state, request, Dialect.RESPONSES),
+    ("POST", "/v1/messages"): lambda state, request: _serve(state, request, Dialect.MESSAGES),
+    ("POST", "/v1/messages/count_tokens"): _count_tokens,
+    ("GET", "/v1/models"): _models,
+}
+
+
+class InferenceEndpoints:
+    """Dispatches the `/v1/*` routes of PROTOCOL.md; `handles(scope)` says whether a request is one of them."""
+
+    def __init__(self, state: Any) -> None:
+        self.state = state
+
+    def handles(self, scope: dict) -> bool:
+        return (scope["method"], scope["path"]) in ROUTES
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        request = Request(scope, receive)
+        handler = ROUTES[(scope["method"], scope["path"])]
+        try:
+            response = await handler(self.state, request)
+        except ReefError as exc:
+            response = reef_error_response(exc, self.state.metrics)
+        except Exception:
+            response = unexpected_error_response(scope["method"], scope["path"])
+        await response(scope, receive, send)
