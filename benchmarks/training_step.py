@@ -59,7 +59,7 @@ def main() -> None:
     rows = [
         ("threads", f"{args.threads}"),
         ("LoRA rank / targets", f"{args.rank} / {len(config['target_modules'])} projections"),
-        ("python + torch + transformers import", f"{import_s:.2f} s"),
+        ("python start + import of the job module (torch)", f"{import_s:.2f} s"),
         ("start overhead (spawn, imports, model load)", f"{steps[0] - step_s:.2f} s"),
         ("optimizer step, 8 x 128 tokens (median)", f"{step_s:.2f} s"),
         ("steps", " ".join(f"{s:.2f}" for s in steps)),

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from reef.core.scenarios import Dialect
+from reef.core.settings import Settings
 from reef.harness.chat import system_prompt_of
 from reef.harness.render import render, write_files
 from reef.harness.tree import HarnessTree
@@ -94,6 +95,12 @@ class PiEpisodes:
         self.sandbox = shutil.which("bwrap") is not None if sandbox is None else sandbox
         self.temp_dir = temp_dir
         self._limit = asyncio.Semaphore(max_parallel)
+
+    @classmethod
+    def from_settings(cls, settings: Settings, binary: str = "pi") -> PiEpisodes:
+        """Timeout and parallelism from `settings.harness` (`episode_timeout_s`, `max_parallel_episodes`)."""
+        harness = settings.harness
+        return cls(binary, timeout_s=harness.episode_timeout_s, max_parallel=harness.max_parallel_episodes)
 
     @staticmethod
     def available(binary: str = "pi") -> bool:
@@ -180,7 +187,10 @@ async def chat_episode(engine: Engine, tree: HarnessTree, task: str, binding: Mo
     ctx = RequestContext(binding.scenario, system_prompt=system_prompt_of(tree))
     completion = await engine.complete(Dialect.CHAT, body, ctx)
     answer = answer_text(completion.body) if completion.status < 400 else ""
-    trajectory = [{"request": body, "system_prompt": ctx.system_prompt}, {"response": completion.body}]
+    trajectory: list[dict[str, Any]] = [
+        {"request": body, "system_prompt": ctx.system_prompt},
+        {"response": completion.body},
+    ]
     return EpisodeResult(answer, 0, False, trajectory, [], False, time.monotonic() - started)
 
 

@@ -165,10 +165,9 @@ def coerce_mutations(raw: Any, id_prefix: str = "node") -> list[Mutation]:
             if not isinstance(item, dict):
                 continue
             kind = item.get("kind", "rules")
-            config = (
-                item.get("config")
-                if isinstance(item.get("config"), dict)
-                else {k: v for k, v in item.items() if k not in ("id", "kind", "op")}
+            given = item.get("config")
+            config: dict[str, Any] = (
+                given if isinstance(given, dict) else {k: v for k, v in item.items() if k not in ("id", "kind", "op")}
             )
             if not isinstance(config.get("text"), str) and kind != "config":
                 continue

@@ -7,6 +7,7 @@ A trace is a JSON-able dict: `messages` (the request's conversation), `answer` (
 from __future__ import annotations
 
 import collections
+import re
 import uuid
 from typing import Any
 
@@ -15,6 +16,37 @@ from reef.learning.base import Batch, Processor
 
 MAX_REMEMBERED_INFERENCES = 2_000
 _EXPECTED_KEYS = ("expected", "answer", "correct_answer", "demonstration", "reference")
+_WORD = re.compile(r"[a-z0-9]+")
+_STOP = frozenset(
+    [
+        "the",
+        "a",
+        "an",
+        "of",
+        "to",
+        "and",
+        "or",
+        "is",
+        "are",
+        "in",
+        "on",
+        "for",
+        "with",
+        "what",
+        "how",
+        "reply",
+        "answer",
+        "only",
+    ]
+)
+
+
+def words(text: str) -> set[str]:
+    return {w for w in _WORD.findall(text.lower()) if w not in _STOP and (len(w) > 1 or w.isdigit())}
+
+
+def jaccard(a: set[str], b: set[str]) -> float:
+    return len(a & b) / len(a | b) if a | b else 1.0
 
 
 class TraceProcessor(Processor):

@@ -104,10 +104,10 @@ class Recipe(abc.ABC):
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
 
-    def validate_report(self, report: dict[str, Any]) -> None:
+    def validate_report(self, report: dict[str, Any]) -> None:  # noqa: B027 - optional hook
         """Raise BadRequest naming the field if a report body lacks what this recipe needs."""
 
-    def seed(self, directory: Path) -> None:
+    def seed(self, directory: Path) -> None:  # noqa: B027 - optional hook
         """Write the content of a new scenario's base release into `directory` (nothing by default)."""
 
     @abc.abstractmethod

@@ -5,7 +5,7 @@ publish (compare-and-swap on the head; pending under review) → append the comm
 activate in the engine → mark the batch's records consumed → acknowledge the batch.
 
 A crash before the commit log leaves the old release serving and the batch unconsumed, so it is retried; a
-crash after it is repaired on resume (`_resume` marks the committed records consumed). A rejected candidate
+crash after it is repaired on resume (see `recovery`). A rejected candidate
 consumes its records too: the commit says why. A failing step writes a `skipped` commit that consumes nothing
 (the batch is retried with backoff) until it has failed `max_attempts` times in a row, then consumes it.
 """
@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
-import dataclasses
 import logging
 import shutil
 import tempfile
@@ -31,6 +30,7 @@ from reef.inference.base import Engine
 from reef.learning.base import Batch, Evaluator, Processor, Recipe, Selector
 from reef.learning.evaluation.selectors import Always
 from reef.learning.growth import Candidate, GrowContext, grow
+from reef.learning.recovery import PAGE_SIZE, resume
 from reef.releases.base import CommitLog, ReleaseStore
 from reef.storage.base import RecordStore
 
@@ -40,7 +40,6 @@ Activate = Callable[[str, Release], Awaitable[None]]
 
 MAX_ATTEMPTS = 3
 MAX_BACKOFF_S = 60.0
-_PAGE = 1000
 
 
 class Learner:
@@ -314,62 +313,17 @@ class Learner:
     # ---- resume ----------------------------------------------------------------------------------------------
 
     def _resume(self) -> None:
-        """Rebuild the processor from the store: skip consumed records, repair marks the commit log owes."""
-        processor = self.recipe.processor()
-        if processor is None:
-            raise TypeError(f"recipe {self.recipe.name!r} does not learn (no processor)")
-        history = self._history()
-        last_step = history[-1].step if history else 0
-        head = self.releases.head(self.scenario)
-        if head is not None and head.operation == "training" and head.step > last_step:
-            # Published, then crashed before the commit point: the release serves, so roll its commit forward.
-            recovered = dataclasses.replace(
-                self._commit(
-                    head.step,
-                    "published",
-                    "recovered on resume: published before a crash",
-                    head,
-                    None,
-                    [],
-                    [],
-                    {},
-                    list(head.metrics.get("consumed_record_ids", [])),
-                ),
-                parent_release_id=head.parent_release_id,
-            )
-            self.commits.append(recovered)
-            history.append(recovered)
-            last_step = head.step
-        claimed = {record_id: commit.step for commit in history for record_id in commit.consumed_record_ids}
-        owed: dict[int, list[str]] = collections.defaultdict(list)
-        cursor = 0
-        while page := self.records.page(self.scenario, cursor, _PAGE):
-            for record in page:
-                if record.consumed_step is not None:
-                    continue
-                if record.agent_record_id in claimed:
-                    owed[claimed[record.agent_record_id]].append(record.agent_record_id)
-                    continue
-                processor.ingest(record)
-            cursor = page[-1].sequence or cursor
-        for step, record_ids in owed.items():
-            log.info("learner %s: marking %d records of committed step %d", self.scenario, len(record_ids), step)
-            self.records.mark_consumed(record_ids, step)
-        self._processor, self._cursor, self._step = processor, cursor, max(last_step, self._step)
-        self._last_commit = history[-1] if history else None
-
-    def _history(self) -> list[Commit]:
-        history: list[Commit] = []
-        while page := self.commits.list(self.scenario, history[-1].step if history else -1, _PAGE):
-            history.extend(page)
-        return history
+        resumed = resume(self.scenario, self.recipe, self.records, self.releases, self.commits)
+        self._processor, self._cursor = resumed.processor, resumed.cursor
+        self._step = max(resumed.last_step, self._step)
+        self._last_commit = resumed.last_commit
 
     async def _pull(self) -> None:
         """Feed records appended since the last look to the processor."""
         if self._processor is None:
             await asyncio.to_thread(self._resume)
             return
-        while page := await asyncio.to_thread(self.records.page, self.scenario, self._cursor, _PAGE):
+        while page := await asyncio.to_thread(self.records.page, self.scenario, self._cursor, PAGE_SIZE):
             for record in page:
                 if record.consumed_step is None:
                     self._processor.ingest(record)

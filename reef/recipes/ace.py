@@ -14,13 +14,12 @@ Every change is a create / update / remove of one bullet: the playbook is never 
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from reef.harness.method import HarnessRecipe, StepInput, StepOutput, example_text, memory_id
 from reef.harness.mutations import Mutation
 from reef.harness.proposer import parse_bullets
-from reef.harness.traces import is_failure, question_of
+from reef.harness.traces import is_failure, jaccard, question_of, words
 from reef.harness.tree import HarnessTree, Node
 
 TAG = "playbook"
@@ -28,37 +27,6 @@ CURATE = (
     "You maintain a playbook of short, general tips for an AI assistant. From the failed tasks below, write "
     "up to 3 new tips as a bulleted list ('- tip'). Each tip one sentence. No other text."
 )
-_WORD = re.compile(r"[a-z0-9]+")
-_STOP = frozenset(
-    [
-        "the",
-        "a",
-        "an",
-        "of",
-        "to",
-        "and",
-        "or",
-        "is",
-        "are",
-        "in",
-        "on",
-        "for",
-        "with",
-        "what",
-        "how",
-        "reply",
-        "answer",
-        "only",
-    ]
-)
-
-
-def words(text: str) -> set[str]:
-    return {w for w in _WORD.findall(text.lower()) if w not in _STOP and (len(w) > 1 or w.isdigit())}
-
-
-def jaccard(a: set[str], b: set[str]) -> float:
-    return len(a & b) / len(a | b) if a | b else 1.0
 
 
 class Ace(HarnessRecipe):
@@ -87,7 +55,7 @@ class Ace(HarnessRecipe):
                 mutations.append(Mutation.create(Node(memory_id(text, "ace"), "memory", config)))
         mutations += self._merge_and_prune(bullets, counters)
         state = {"steps": int(given.state.get("steps", 0)) + 1}
-        notes = {"bullets_before": len(bullets), "new_bullets": len(new_texts)}
+        notes: dict[str, Any] = {"bullets_before": len(bullets), "new_bullets": len(new_texts)}
         if reply:
             notes["proposer_reply"] = reply[:600]
         return StepOutput(mutations, state, notes, source)

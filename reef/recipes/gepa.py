@@ -73,8 +73,11 @@ class Gepa(HarnessRecipe):
     surface = "harness"
 
     async def step(self, given: StepInput) -> StepOutput:
-        state = {"tasks": list(given.state.get("tasks", [])), "archive": list(given.state.get("archive", []))}
-        state["steps"] = int(given.state.get("steps", 0)) + 1
+        state: dict[str, Any] = {
+            "tasks": list(given.state.get("tasks", [])),
+            "archive": list(given.state.get("archive", [])),
+            "steps": int(given.state.get("steps", 0)) + 1,
+        }
         _remember_tasks(state, given.traces)
         tasks = {t["id"]: Task(t["id"], t["messages"], t["checker"], t["answer"]) for t in state["tasks"]}
         head_id = tree_id(given.tree)

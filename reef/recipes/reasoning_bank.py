@@ -14,9 +14,8 @@ from typing import Any
 
 from reef.harness.method import HarnessRecipe, StepInput, StepOutput, example_text, memory_id
 from reef.harness.mutations import Mutation
-from reef.harness.traces import is_failure, question_of
+from reef.harness.traces import is_failure, question_of, words
 from reef.harness.tree import Node
-from reef.recipes.ace import words
 
 PREFIX = "rb-"
 MAX_BANK = 200

@@ -45,6 +45,7 @@ class _Job:
 
 
 _STOP = object()
+_RACE_ATTEMPTS = 3
 
 
 class GroupCommitWriter:
@@ -149,24 +150,35 @@ class GroupCommitWriter:
 
     def _commit_appends(self, group: list[_Job]) -> None:
         outcome = self._in_transaction(lambda conn: self._commit_group(conn, [job.work for job in group]))
-        if isinstance(outcome, BaseException) and len(group) > 1:
-            # Something failed the whole group (e.g. a concurrent writer on another node inserted one of the
-            # ids): commit each caller alone so one caller's failure is not the others'.
+        if not isinstance(outcome, BaseException):
+            outcomes = outcome
+        elif len(group) == 1:
+            outcomes = [self._commit_alone(group[0], outcome)]
+        else:
+            # Something failed the whole group (e.g. another node inserted one of the ids meanwhile):
+            # commit each caller alone so one caller's failure is not the others'.
             self._fallbacks += 1
             log.warning("group commit of %d appends failed (%r); committing each alone", len(group), outcome)
-            outcomes = [self._alone(job) for job in group]
-        elif isinstance(outcome, BaseException):
-            outcomes = [outcome]
-        else:
-            outcomes = outcome
+            outcomes = [self._commit_alone(job, None) for job in group]
         self._groups += 1
         self._appends += len(group)
         self._largest_group = max(self._largest_group, len(group))
         self._settle(list(zip(group, outcomes, strict=True)))
 
-    def _alone(self, job: _Job) -> Any:
-        outcome = self._in_transaction(lambda conn: self._commit_group(conn, [job.work]))
-        return outcome if isinstance(outcome, BaseException) else outcome[0]
+    def _commit_alone(self, job: _Job, failure: BaseException | None) -> Any:
+        """Commit one caller's work in its own transaction, after `failure` (None: not tried yet).
+
+        A unique violation means another node inserted one of its ids since we looked; trying again sees
+        that row and answers idempotently (or with `Conflict`).
+        """
+        for _ in range(_RACE_ATTEMPTS):
+            if failure is not None and not isinstance(failure, sa.exc.IntegrityError):
+                return failure
+            outcome = self._in_transaction(lambda conn: self._commit_group(conn, [job.work]))
+            if not isinstance(outcome, BaseException):
+                return outcome[0]
+            failure = outcome
+        return failure
 
     def _in_transaction(self, write: Callable[[sa.Connection], Any]) -> Any:
         """`write(connection)` committed, or the exception that rolled it back."""

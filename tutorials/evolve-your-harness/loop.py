@@ -41,7 +41,12 @@ def main() -> None:
 
     print(f"sending {len(tasks)} tasks to scenario {args.scenario}")
     for task in tasks:
-        body = {"model": "smollm2", "messages": [{"role": "user", "content": task["prompt"]}], "max_tokens": 32}
+        body = {
+            "model": "smollm2",
+            "messages": [{"role": "user", "content": task["prompt"]}],
+            "max_tokens": 32,
+            "temperature": 0,
+        }
         response = http.post("/v1/chat/completions", json=body)
         response.raise_for_status()
         answer = response.json()["choices"][0]["message"]["content"]

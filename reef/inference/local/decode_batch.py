@@ -44,9 +44,9 @@ class DecodeBatch:
             input_ids=ids,
             attention_mask=mask,
             position_ids=positions,
-            past_key_values=cache,
             use_cache=True,
             logits_to_keep=1,
+            **{_cache_keyword(model): cache},
         )
         return out.logits[:, -1, :], cache, mask
 
@@ -73,8 +73,8 @@ class DecodeBatch:
             input_ids=self.last.unsqueeze(1),
             attention_mask=self.mask,
             position_ids=positions,
-            past_key_values=self.cache,
             use_cache=True,
+            **{_cache_keyword(model): self.cache},
         )
         return out.logits[:, -1, :]
 

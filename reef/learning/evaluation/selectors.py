@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib
 import inspect
 from collections.abc import Sequence
+from typing import Any
 
 from reef.core.errors import BadRequest
 from reef.core.settings import Settings
@@ -81,9 +82,10 @@ def load_selector(policy: str, settings: Settings) -> Selector:
         raise BadRequest(f"unknown selection policy {policy!r}: {exc}", field="evaluation.policy")
     if not (inspect.isclass(cls) and issubclass(cls, Selector)):
         raise BadRequest(f"{policy!r} is not a Selector class", field="evaluation.policy")
+    make: Any = cls
     parameters = inspect.signature(cls).parameters
     if "settings" in parameters:
-        return cls(settings=settings)
+        return make(settings=settings)
     if "margin" in parameters:
-        return cls(margin=margin)
-    return cls()
+        return make(margin=margin)
+    return make()

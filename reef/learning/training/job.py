@@ -34,7 +34,9 @@ def run_training_job(job: TrainingJob, progress: Progress | None = None) -> Trai
     max_seq_len = int(config.get("max_seq_len", 512))
     samples = [tokenize_sample(s, tokenizer, max_seq_len) for s in job.samples]
     micro = int(config.get("micro_batch_size", 8))
-    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=config["learning_rate"])
+    optimizer = torch.optim.AdamW(
+        [p for p in model.parameters() if p.requires_grad], lr=float(config.get("learning_rate", 2e-4))
+    )
     order = random.Random(seed)
     losses: list[float] = []
     tokens = 0
@@ -66,6 +68,8 @@ def run_training_job(job: TrainingJob, progress: Progress | None = None) -> Trai
                 )
     job.output_dir.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(job.output_dir, safe_serialization=True)
+    if config.get("full_finetune"):
+        tokenizer.save_pretrained(job.output_dir)  # full weights make a standalone model directory
     metrics = {
         "loss": losses,
         "steps": len(losses),

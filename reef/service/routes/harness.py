@@ -16,7 +16,7 @@ from reef.harness.proposals import ProposalQueue
 from reef.harness.published import check_proposal, harness_view
 from reef.harness.render import render
 from reef.harness.tree import load_tree
-from reef.service.deps import json_object, live_scenario, scenario_of
+from reef.service.deps import json_object, scenario_of
 
 router = APIRouter(tags=["harness"])
 
@@ -90,7 +90,10 @@ async def propose(request: Request) -> Response:
     runtime = request.app.state.runtime
     if runtime.recipe.surface != "harness":
         raise NotFound(f"the recipe {runtime.recipe.name!r} does not evolve a harness")
-    await live_scenario(request, scenario)
+    if not runtime.known_scenario(scenario):
+        if not request.app.state.settings.reef.implicit_scenarios:
+            raise NotFound(f"unknown scenario {scenario!r} (implicit creation is off; POST /reef/scenarios first)")
+        await runtime.ensure_scenario(scenario)
     head = await asyncio.to_thread(runtime.release_store.head, scenario)
     directory = await asyncio.to_thread(runtime.release_store.materialize, head) if head is not None else None
     mutations, reason = await asyncio.to_thread(check_proposal, body, directory)
