@@ -41,7 +41,9 @@ def run_wrk(url: str, body: dict, duration_s: int, connections: int) -> dict[str
         script.write(LUA.format(body=json.dumps(body)))
     out = subprocess.run(
         ["wrk", "-t2", f"-c{connections}", f"-d{duration_s}s", "--latency", "-s", script.name, url],
-        capture_output=True, text=True, check=True,
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout
     rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
     p50 = _unit_ms(re.search(r"50%\s+(\S+)", out).group(1))
@@ -86,7 +88,9 @@ def main() -> int:
             through = run_wrk(reef.url + path, body, args.duration_s, args.connections)
             rows.append((mode, direct, through))
         records = httpx.get(reef.url + "/reef/scenarios/bench/records", params={"limit": 1}).json()
-        print(f"\n{args.connections} connections, {args.duration_s} s each; Reef records every request durably (SQLite)")
+        print(
+            f"\n{args.connections} connections, {args.duration_s} s each; Reef records every request durably (SQLite)"
+        )
         print(f"{'mode':<15}{'path':<10}{'req/s':>10}{'p50 ms':>10}{'p99 ms':>10}{'non-2xx':>9}")
         for mode, direct, through in rows:
             for name, r in (("upstream", direct), ("reef", through)):

@@ -83,9 +83,7 @@ def build_app(settings: Settings) -> Any:
     storage = settings.storage
     storage.dir.mkdir(parents=True, exist_ok=True)
     engine = open_engine(settings)
-    records = open_record_store(
-        storage.record_backend, directory=storage.dir, database_url=storage.record_database_url
-    )
+    records = open_record_store(storage.record_backend, directory=storage.dir, database_url=storage.record_database_url)
     releases = open_release_store(storage.release_repository_location(), storage.dir / "release-cache")
     commits = FileCommitLog(storage.dir / "commits")
     runtime = Runtime(settings, records, releases, commits, engine)
@@ -97,9 +95,7 @@ def run_serve(args: argparse.Namespace, extra: list[str]) -> int:
     if args.print_config:
         print_config(settings, sources)
         return 0
-    logging.basicConfig(
-        level=settings.reef.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    logging.basicConfig(level=settings.reef.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         app = build_app(settings)
     except ConfigError as exc:

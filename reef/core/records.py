@@ -59,7 +59,7 @@ class Record:
         payload: dict[str, Any],
         created_at: float,
         agent_record_id: str | None = None,
-    ) -> "Record":
+    ) -> Record:
         return cls(
             agent_record_id=agent_record_id or new_record_id(),
             scenario=scenario,

@@ -19,7 +19,7 @@ def validate_scenario_name(name: str | None, field: str = "x-reef-scenario") -> 
     return name
 
 
-class Dialect(str, enum.Enum):
+class Dialect(enum.StrEnum):
     """The three provider wire formats Reef speaks."""
 
     CHAT = "chat"  # OpenAI /v1/chat/completions

@@ -10,9 +10,7 @@ class ServiceMetrics:
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
-        self.requests = Counter(
-            "reef_requests", "HTTP requests served", ["route", "status"], registry=self.registry
-        )
+        self.requests = Counter("reef_requests", "HTTP requests served", ["route", "status"], registry=self.registry)
         self.latency_s = Histogram(
             "reef_request_latency_seconds",
             "Time from request start to the end of the response",

@@ -99,9 +99,7 @@ class EdgeMiddleware:
                         too_large = False
                     if too_large:
                         status_box[0] = 413
-                        await _send_error(
-                            send, 413, "request_too_large", f"body exceeds {self.max_body_bytes} bytes"
-                        )
+                        await _send_error(send, 413, "request_too_large", f"body exceeds {self.max_body_bytes} bytes")
                         return
             if self.fast_path is not None and self.fast_path.handles(scope):
                 await self.fast_path(scope, self._limited(receive), send_counting)

@@ -13,9 +13,22 @@ PACKAGE = Path(__file__).resolve().parents[2] / "reef"
 # layer -> prefixes it must not import
 FORBIDDEN: dict[str, tuple[str, ...]] = {
     "reef.core": (
-        "reef.storage", "reef.releases", "reef.inference", "reef.learning", "reef.recipes", "reef.harness",
-        "reef.service", "reef.cli", "sqlalchemy", "httpx", "aiohttp", "torch", "transformers", "fastapi",
-        "subprocess", "socket",
+        "reef.storage",
+        "reef.releases",
+        "reef.inference",
+        "reef.learning",
+        "reef.recipes",
+        "reef.harness",
+        "reef.service",
+        "reef.cli",
+        "sqlalchemy",
+        "httpx",
+        "aiohttp",
+        "torch",
+        "transformers",
+        "fastapi",
+        "subprocess",
+        "socket",
     ),
     "reef.storage": ("reef.service", "reef.learning", "reef.recipes", "reef.harness", "reef.cli", "reef.inference"),
     "reef.releases": ("reef.service", "reef.learning", "reef.recipes", "reef.harness", "reef.cli", "reef.inference"),
@@ -25,8 +38,16 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
     "reef.harness": ("reef.service", "reef.cli"),
     # The edge goes through contracts, never implementations.
     "reef.service": (
-        "reef.cli", "reef.storage.sql", "reef.storage.group_commit", "reef.releases.git", "reef.inference.local",
-        "reef.inference.upstream", "reef.learning.learner", "reef.learning.training", "torch", "sqlalchemy",
+        "reef.cli",
+        "reef.storage.sql",
+        "reef.storage.group_commit",
+        "reef.releases.git",
+        "reef.inference.local",
+        "reef.inference.upstream",
+        "reef.learning.learner",
+        "reef.learning.training",
+        "torch",
+        "sqlalchemy",
     ),
 }
 

@@ -34,8 +34,16 @@ class ReefProcess:
     def start(self, timeout_s: float = 120.0) -> ReefProcess:
         self.state_dir.mkdir(parents=True, exist_ok=True)
         command = [
-            sys.executable, "-m", "reef.cli.main", "serve",
-            "--reef.port", str(self.port), "--storage.dir", str(self.state_dir), "--reef.log-level", "warning",
+            sys.executable,
+            "-m",
+            "reef.cli.main",
+            "serve",
+            "--reef.port",
+            str(self.port),
+            "--storage.dir",
+            str(self.state_dir),
+            "--reef.log-level",
+            "warning",
             *self.flags,
         ]
         self.log = open(self.log_path, "ab")  # noqa: SIM115 - closed in stop()

@@ -22,7 +22,9 @@ def upstream() -> Iterator[FakeUpstream]:
 @pytest.fixture(scope="module")
 def reef(upstream: FakeUpstream, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ReefProcess]:
     state = tmp_path_factory.mktemp("reef-state")
-    with ReefProcess(state, "--inference.upstream-url", upstream.url, "--inference.upstream-model", "fake-model") as proc:
+    with ReefProcess(
+        state, "--inference.upstream-url", upstream.url, "--inference.upstream-model", "fake-model"
+    ) as proc:
         yield proc
 
 

@@ -54,9 +54,20 @@ def test_print_config_masks_secrets(tmp_path) -> None:
     import sys
 
     out = subprocess.run(
-        [sys.executable, "-m", "reef.cli.main", "serve", "--print-config", "--reef.token", TOKEN,
-         "--inference.upstream-api-key", "sk-upstream-secret"],
-        capture_output=True, text=True, check=True,
+        [
+            sys.executable,
+            "-m",
+            "reef.cli.main",
+            "serve",
+            "--print-config",
+            "--reef.token",
+            TOKEN,
+            "--inference.upstream-api-key",
+            "sk-upstream-secret",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout
     assert TOKEN not in out and "sk-upstream-secret" not in out
     assert "reef.token" in out and "flag" in out

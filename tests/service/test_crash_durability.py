@@ -55,10 +55,9 @@ def test_every_receipt_a_client_received_is_readable_after_a_kill_9(upstream: Fa
         thread.join(10)
     acknowledged = list(receipts)
     assert len(acknowledged) >= 100
-    with ReefProcess(state, "--inference.upstream-url", upstream.url, port=server.port) as again, httpx.Client(
-        base_url=again.url
-    ) as client:
-        missing = [
-            r for r in acknowledged if client.get(f"/reef/scenarios/{SCENARIO}/records/{r}").status_code != 200
-        ]
+    with (
+        ReefProcess(state, "--inference.upstream-url", upstream.url, port=server.port) as again,
+        httpx.Client(base_url=again.url) as client,
+    ):
+        missing = [r for r in acknowledged if client.get(f"/reef/scenarios/{SCENARIO}/records/{r}").status_code != 200]
     assert missing == []

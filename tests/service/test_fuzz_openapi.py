@@ -18,14 +18,24 @@ def test_fuzzing_the_reef_routes_finds_no_5xx(reef: ReefProcess, tmp_path: Path)
         pytest.skip("schemathesis is not installed")
     result = subprocess.run(
         [
-            st, "run", reef.url + "/openapi.json",
-            "--checks", "not_a_server_error",
-            "--max-examples", "25",
-            "--include-path-regex", "^/reef/",
-            "--header", "x-reef-scenario: fuzz",
-            "--seed", "7",
-            "--suppress-health-check", "all",
+            st,
+            "run",
+            reef.url + "/openapi.json",
+            "--checks",
+            "not_a_server_error",
+            "--max-examples",
+            "25",
+            "--include-path-regex",
+            "^/reef/",
+            "--header",
+            "x-reef-scenario: fuzz",
+            "--seed",
+            "7",
+            "--suppress-health-check",
+            "all",
         ],
-        capture_output=True, text=True, timeout=600,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]

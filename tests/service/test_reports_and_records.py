@@ -63,7 +63,9 @@ def test_each_report_rule_refuses_with_a_400_naming_the_field(http: httpx.Client
 
 def test_a_non_finite_score_is_refused(http: httpx.Client) -> None:
     response = http.post(
-        "/reef/report", headers={**scenario_headers(SCENARIO), "content-type": "application/json"}, content=b'{"score": NaN}'
+        "/reef/report",
+        headers={**scenario_headers(SCENARIO), "content-type": "application/json"},
+        content=b'{"score": NaN}',
     )
     assert response.status_code == 400
 
@@ -149,9 +151,7 @@ def test_scenarios_are_created_listed_and_archived(http: httpx.Client) -> None:
 
 
 def test_a_body_over_the_limit_is_a_413(http: httpx.Client) -> None:
-    response = http.post(
-        "/v1/chat/completions", headers=scenario_headers(SCENARIO), content=b"x" * (17 * 1024 * 1024)
-    )
+    response = http.post("/v1/chat/completions", headers=scenario_headers(SCENARIO), content=b"x" * (17 * 1024 * 1024))
     assert response.status_code == 413
 
 

@@ -101,7 +101,9 @@ def test_streamed_anthropic_messages_carry_the_receipt_on_message_stop(
     assert record["payload"]["response"]["content"][0]["text"] == "echo: stream claude"
 
 
-def test_count_tokens_and_models_are_served(anthropic_client: anthropic.Anthropic, openai_client: openai.OpenAI) -> None:
+def test_count_tokens_and_models_are_served(
+    anthropic_client: anthropic.Anthropic, openai_client: openai.OpenAI
+) -> None:
     counted = anthropic_client.messages.count_tokens(model="fake-model", messages=[{"role": "user", "content": "x"}])
     assert counted.input_tokens > 0
     assert any(m.id for m in openai_client.models.list())

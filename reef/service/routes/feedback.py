@@ -44,7 +44,9 @@ async def report(request: Request, body: ReportBody) -> dict[str, Any]:
 
 
 def _imported(scenario: str, item: RecordImport) -> Record:
-    return Record.new(scenario, item.request_type, item.payload, created_at=time.time(), agent_record_id=item.agent_record_id)
+    return Record.new(
+        scenario, item.request_type, item.payload, created_at=time.time(), agent_record_id=item.agent_record_id
+    )
 
 
 @router.post("/reef/records", summary="Import one record without calling a model")

@@ -19,11 +19,11 @@ import orjson
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
+from reef.core.errors import ReefError
 from reef.core.records import Record
 from reef.core.scenarios import Dialect
 from reef.inference.base import CompletionStream, RequestContext
 from reef.inference.sse import receipt_frames
-from reef.core.errors import ReefError
 from reef.service.deps import json_object, live_scenario, release_pin_of, scenario_of, tags_of
 from reef.service.errors import reef_error_response, unexpected_error_response
 
