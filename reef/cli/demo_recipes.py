@@ -49,7 +49,7 @@ class RecipeProfile:
             str(epochs if epochs is not None else self.epochs),
             # Demo answers are a word or a number: a short gate is as informative and much cheaper.
             "--evaluation.max-new-tokens",
-            "12",
+            "8",
             # Accept a candidate that wins at least as many validation tasks as it loses: the first steps
             # often change no exact answer yet, and rejecting them would restart every step from the base.
             "--evaluation.margin",
@@ -63,17 +63,17 @@ class RecipeProfile:
 PROFILES: dict[str, RecipeProfile] = {
     # Greedy answers; the report carries the right answer as the demonstration.
     "sft": RecipeProfile(
-        "sft", prompts_per_round=8, samples_per_prompt=1, temperature=0.0, max_tokens=16,
+        "sft", prompts_per_round=8, samples_per_prompt=1, temperature=0.0, max_tokens=8,
         learning_rate=6e-4, epochs=1, batch_size=8,
     ),
     # Sampled answers so the policy explores; short completions keep the reward about the answer.
     "rl": RecipeProfile(
-        "rl", prompts_per_round=8, samples_per_prompt=1, temperature=1.0, max_tokens=16,
+        "rl", prompts_per_round=8, samples_per_prompt=1, temperature=1.0, max_tokens=12,
         learning_rate=5e-4, epochs=1, batch_size=8, recipe_config={"baseline_decay": 0.8},
     ),
     # k samples per prompt at temperature 1; advantages are relative within each prompt's group.
     "grpo": RecipeProfile(
-        "grpo", prompts_per_round=2, samples_per_prompt=4, temperature=1.0, max_tokens=16,
+        "grpo", prompts_per_round=2, samples_per_prompt=4, temperature=1.0, max_tokens=12,
         learning_rate=5e-4, epochs=1, batch_size=8, recipe_config={"group_size": 4},
     ),
 }  # fmt: skip

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import importlib
+import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -30,9 +32,14 @@ def create_app(settings: Settings, runtime: Any, records: RecordStore, engine: E
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         await engine.start()
         await runtime.start()
+        retention = None
+        if settings.storage.retention_max_body_bytes is not None:
+            retention = asyncio.create_task(_enforce_retention(records, settings.storage.retention_max_body_bytes))
         try:
             yield
         finally:
+            if retention is not None:
+                retention.cancel()
             await runtime.stop()
             await engine.aclose()
 
@@ -60,3 +67,19 @@ def create_app(settings: Settings, runtime: Any, records: RecordStore, engine: E
         metrics=metrics,
         fast_path=inference.InferenceEndpoints(app.state),
     )
+
+
+RETENTION_INTERVAL_S = 60.0
+log = logging.getLogger("reef.service")
+
+
+async def _enforce_retention(records: RecordStore, max_body_bytes: int) -> None:
+    """Every minute, evict the oldest record bodies beyond `storage.retention_max_body_bytes` (hashes are kept)."""
+    while True:
+        try:
+            evicted = await asyncio.to_thread(records.enforce_retention, max_body_bytes)
+            if evicted:
+                log.info("retention: evicted %d record bodies", evicted)
+        except Exception:
+            log.exception("retention failed")
+        await asyncio.sleep(RETENTION_INTERVAL_S)

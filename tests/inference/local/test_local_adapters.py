@@ -51,6 +51,10 @@ def ask(**extra) -> dict:
     return {"messages": [{"role": "user", "content": QUESTION}], "temperature": 0, "max_tokens": 8, **extra}
 
 
+async def drain(frames) -> list:
+    return [frame async for frame in frames]
+
+
 def text_of(completion) -> str:
     return completion.body["choices"][0]["message"]["content"]
 
@@ -109,7 +113,7 @@ async def test_activating_a_new_release_while_eight_requests_stream_loses_none(e
     for file in rome_adapter.iterdir():
         (second / file.name).write_bytes(file.read_bytes())
     await engine.activate("busy", release("busy", "rel-2"), second)
-    rests = await asyncio.gather(*([frame async for frame in iterator] for iterator in iterators))
+    rests = await asyncio.gather(*(drain(iterator) for iterator in iterators))
     assert all(first and rest[-1].terminal for first, rest in zip(firsts, rests, strict=True))
     results = [stream.result() for stream in streams]
     assert all(r.complete and r.usage["completion_tokens"] == 12 for r in results)

@@ -1,0 +1,130 @@
+"""Local engine throughput on this machine: one stream, 8 and 16 concurrent, versus plain `model.generate`.
+
+Every request decodes exactly `--new-tokens` tokens (min_tokens = max_tokens, ignore_eos), greedy.
+Prints a table: tokens/s, first-token latency, adapter activation time and peak RSS.
+
+    python benchmarks/local_engine.py [--model smollm2] [--new-tokens 128]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import resource
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+from reef.core.releases import Release
+from reef.core.scenarios import Dialect
+from reef.core.settings import InferenceSettings
+from reef.inference.base import RequestContext
+from reef.inference.local import LocalEngine, load_base_model, render_prompt_ids
+
+QUESTIONS = [
+    "Describe the sea.", "Explain how rain forms.", "Write about mountains.", "Tell a story about a cat.",
+    "Describe a city at night.", "Explain photosynthesis.", "Write about the moon.", "Describe a forest walk.",
+]
+
+
+def request(index: int, new_tokens: int) -> dict:
+    question = QUESTIONS[index % len(QUESTIONS)]
+    return {
+        "messages": [{"role": "user", "content": question}], "temperature": 0, "stream": True,
+        "max_tokens": new_tokens, "min_tokens": new_tokens, "ignore_eos": True,
+    }
+
+
+async def one_stream(engine: LocalEngine, index: int, new_tokens: int) -> tuple[int, float]:
+    """(completion tokens, seconds to the first content frame)."""
+    started = time.perf_counter()
+    stream = await engine.stream(Dialect.CHAT, request(index, new_tokens), RequestContext("bench"))
+    first = None
+    async for frame in stream.frames():
+        if first is None and b'"content":"' in frame.data and b'"content":""' not in frame.data:
+            first = time.perf_counter() - started
+    return stream.result().usage["completion_tokens"], first or 0.0
+
+
+async def concurrent(engine: LocalEngine, count: int, new_tokens: int) -> tuple[float, float]:
+    """(aggregate tokens/s, median first-token latency in s) of `count` simultaneous streams."""
+    started = time.perf_counter()
+    results = await asyncio.gather(*(one_stream(engine, i, new_tokens) for i in range(count)))
+    elapsed = time.perf_counter() - started
+    return sum(tokens for tokens, _ in results) / elapsed, statistics.median(first for _, first in results)
+
+
+def plain_generate(model_dir: Path, count: int, new_tokens: int) -> float:
+    """Tokens/s of `count` requests answered one at a time by `model.generate` (the same work)."""
+    model, tokenizer = load_base_model(model_dir, "cpu", "auto")
+    tokens = 0
+    started = time.perf_counter()
+    with torch.inference_mode():
+        for index in range(count):
+            prompt = render_prompt_ids(tokenizer, request(index, new_tokens)["messages"])
+            out = model.generate(
+                torch.tensor([prompt]), max_new_tokens=new_tokens, min_new_tokens=new_tokens, do_sample=False,
+                pad_token_id=tokenizer.pad_token_id,
+            )
+            tokens += out.shape[1] - len(prompt)
+    return tokens / (time.perf_counter() - started)
+
+
+def make_adapter(model_dir: Path, out_dir: Path) -> Path:
+    """A rank-16 LoRA on all seven projections (untrained: activation time does not depend on the values)."""
+    from peft import LoraConfig, get_peft_model
+
+    model, _ = load_base_model(model_dir, "cpu", "auto")
+    targets = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+    get_peft_model(model, LoraConfig(r=16, lora_alpha=32, target_modules=targets)).save_pretrained(out_dir)
+    return out_dir
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="smollm2")
+    parser.add_argument("--new-tokens", type=int, default=128)
+    parser.add_argument("--cache-dir", type=Path, default=Path("~/.cache/reef/models"))
+    args = parser.parse_args()
+    settings = InferenceSettings(
+        backend="local", model_path=args.model, model_cache_dir=args.cache_dir, device="cpu", max_batch_size=16
+    )
+    engine = LocalEngine(settings)
+    started = time.perf_counter()
+    await engine.start()
+    rows = [("engine start (model load)", f"{time.perf_counter() - started:.2f} s")]
+    await concurrent(engine, 1, 4)  # warm-up
+    single, single_first = await concurrent(engine, 1, args.new_tokens)
+    eight, eight_first = await concurrent(engine, 8, args.new_tokens)
+    sixteen, sixteen_first = await concurrent(engine, 16, args.new_tokens)
+    assert engine.model_dir is not None
+    with tempfile.TemporaryDirectory() as tmp:
+        adapter = make_adapter(engine.model_dir, Path(tmp) / "adapter")
+        release = Release("bench-1", "bench", None, "c", "training", 1, "bench", {}, 0.0)
+        started = time.perf_counter()
+        await engine.activate("bench", release, adapter)
+        activation_s = time.perf_counter() - started
+    await engine.aclose()
+    plain = plain_generate(engine.model_dir, 8, args.new_tokens)
+    rows += [
+        (f"1 stream, {args.new_tokens} new tokens", f"{single:.1f} tok/s"),
+        ("8 concurrent streams (aggregate)", f"{eight:.1f} tok/s  ({eight / single:.1f}x one)"),
+        ("16 concurrent streams (aggregate)", f"{sixteen:.1f} tok/s  ({sixteen / single:.1f}x one)"),
+        ("plain model.generate, 8 one at a time", f"{plain:.1f} tok/s  (8 concurrent = {eight / plain:.1f}x)"),
+        ("first-token latency: 1 / 8 / 16 concurrent (median)",
+         f"{single_first * 1000:.0f} / {eight_first * 1000:.0f} / {sixteen_first * 1000:.0f} ms"),
+        ("adapter activation (r=16, 7 projections)", f"{activation_s * 1000:.0f} ms"),
+        ("peak RSS", f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB"),
+        ("torch threads", str(torch.get_num_threads())),
+    ]
+    width = max(len(name) for name, _ in rows)
+    print(f"\nLocal engine ({args.model}, CPU)\n" + "-" * (width + 30))
+    for name, value in rows:
+        print(f"{name:<{width}}  {value}")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

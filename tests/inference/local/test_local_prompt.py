@@ -1,0 +1,75 @@
+"""Prompt rendering, sampling fields and incremental detokenization (tokenizer only, no forward passes)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from reef.core.errors import BadRequest
+from reef.inference.local import render_prompt_ids
+from reef.inference.local.detokenize import TextTracker
+from reef.inference.local.prompt import chat_messages
+from reef.inference.local.sampling import SamplingParams, pick_tokens, sampling_params
+
+
+def test_the_prompt_is_the_models_own_chat_template_ending_with_the_assistant_turn(tokenizer):
+    ids = render_prompt_ids(tokenizer, [{"role": "user", "content": [{"type": "text", "text": "Hi there"}]}])
+    text = tokenizer.decode(ids)
+    assert text.startswith("<|im_start|>system") and "<|im_start|>user\nHi there<|im_end|>" in text
+    assert text.endswith("<|im_start|>assistant\n")
+
+
+def test_a_harness_system_prompt_merges_into_the_clients_system_message_or_comes_first():
+    merged = chat_messages({"messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "x"}]},
+                           "Rules.")
+    assert merged[0] == {"role": "system", "content": "Rules.\n\nBe brief."} and len(merged) == 2
+    added = chat_messages({"messages": [{"role": "user", "content": "x"}]}, "Rules.")
+    assert added[0] == {"role": "system", "content": "Rules."} and added[1]["role"] == "user"
+
+
+def test_assistant_tool_calls_and_tool_results_render_without_a_template_error(tokenizer):
+    messages = [
+        {"role": "user", "content": "Weather?"},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "weather", "arguments": '{"city": "Paris"}'}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "sunny"},
+    ]
+    text = tokenizer.decode(render_prompt_ids(tokenizer, messages, tools=[{"type": "function"}]))
+    assert '"name": "weather"' in text and "sunny" in text
+
+
+def test_sampling_fields_are_read_with_vllm_extras_and_bad_ones_name_the_field():
+    params = sampling_params(
+        {"max_completion_tokens": 5, "temperature": 0, "stop": "END", "seed": 3, "min_tokens": 2,
+         "ignore_eos": True, "logprobs": True, "top_logprobs": 2},
+        default_max_new_tokens=64,
+    )
+    assert params == SamplingParams(5, 0.0, 1.0, ("END",), (), 3, 2, True, True, 2)
+    assert sampling_params({}, 64).max_new_tokens == 64
+    for field, value in [("top_p", 0), ("max_tokens", 0), ("stop", 3), ("top_logprobs", 50), ("n", 2)]:
+        with pytest.raises(BadRequest) as refused:
+            sampling_params({field: value}, 64)
+        assert refused.value.field == field
+
+
+def test_picked_tokens_carry_temperature_one_logprobs_and_respect_banned_ids():
+    logits = torch.tensor([[0.0, 2.0, 1.0], [0.0, 2.0, 1.0]])
+    greedy = SamplingParams(4, temperature=0.0, top_logprobs=2)
+    choices = pick_tokens(logits, [greedy, greedy], [None, None], [(), (1,)])
+    assert [c.token_id for c in choices] == [1, 2]
+    expected = torch.log_softmax(logits[0], dim=-1)
+    assert choices[1].logprob == pytest.approx(float(expected[2]))
+    assert [t for t, _ in choices[0].top] == [1, 2]
+    sampled = SamplingParams(4, temperature=1.0, top_p=0.5)
+    assert pick_tokens(logits[:1], [sampled], [torch.Generator().manual_seed(0)], [()])[0].token_id == 1
+
+
+def test_text_that_may_begin_a_stop_string_is_held_back_and_the_stop_string_is_cut(tokenizer):
+    tracker = TextTracker(tokenizer, ("STOP",))
+    pieces = [tracker.push(t) for t in tokenizer("Hello world ST", add_special_tokens=False)["input_ids"]]
+    assert "".join(pieces) == "Hello world " and not tracker.stopped
+    for token in tokenizer("OP and more", add_special_tokens=False)["input_ids"]:
+        tracker.push(token)
+        if tracker.stopped:
+            break
+    assert tracker.stopped and tracker.text == "Hello world " and tracker.flush() == ""
