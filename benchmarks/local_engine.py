@@ -25,16 +25,26 @@ from reef.inference.base import RequestContext
 from reef.inference.local import LocalEngine, load_base_model, render_prompt_ids
 
 QUESTIONS = [
-    "Describe the sea.", "Explain how rain forms.", "Write about mountains.", "Tell a story about a cat.",
-    "Describe a city at night.", "Explain photosynthesis.", "Write about the moon.", "Describe a forest walk.",
+    "Describe the sea.",
+    "Explain how rain forms.",
+    "Write about mountains.",
+    "Tell a story about a cat.",
+    "Describe a city at night.",
+    "Explain photosynthesis.",
+    "Write about the moon.",
+    "Describe a forest walk.",
 ]
 
 
 def request(index: int, new_tokens: int) -> dict:
     question = QUESTIONS[index % len(QUESTIONS)]
     return {
-        "messages": [{"role": "user", "content": question}], "temperature": 0, "stream": True,
-        "max_tokens": new_tokens, "min_tokens": new_tokens, "ignore_eos": True,
+        "messages": [{"role": "user", "content": question}],
+        "temperature": 0,
+        "stream": True,
+        "max_tokens": new_tokens,
+        "min_tokens": new_tokens,
+        "ignore_eos": True,
     }
 
 
@@ -66,7 +76,10 @@ def plain_generate(model_dir: Path, count: int, new_tokens: int) -> float:
         for index in range(count):
             prompt = render_prompt_ids(tokenizer, request(index, new_tokens)["messages"])
             out = model.generate(
-                torch.tensor([prompt]), max_new_tokens=new_tokens, min_new_tokens=new_tokens, do_sample=False,
+                torch.tensor([prompt]),
+                max_new_tokens=new_tokens,
+                min_new_tokens=new_tokens,
+                do_sample=False,
                 pad_token_id=tokenizer.pad_token_id,
             )
             tokens += out.shape[1] - len(prompt)
@@ -114,8 +127,10 @@ async def main() -> None:
         ("8 concurrent streams (aggregate)", f"{eight:.1f} tok/s  ({eight / single:.1f}x one)"),
         ("16 concurrent streams (aggregate)", f"{sixteen:.1f} tok/s  ({sixteen / single:.1f}x one)"),
         ("plain model.generate, 8 one at a time", f"{plain:.1f} tok/s  (8 concurrent = {eight / plain:.1f}x)"),
-        ("first-token latency: 1 / 8 / 16 concurrent (median)",
-         f"{single_first * 1000:.0f} / {eight_first * 1000:.0f} / {sixteen_first * 1000:.0f} ms"),
+        (
+            "first-token latency: 1 / 8 / 16 concurrent (median)",
+            f"{single_first * 1000:.0f} / {eight_first * 1000:.0f} / {sixteen_first * 1000:.0f} ms",
+        ),
         ("adapter activation (r=16, 7 projections)", f"{activation_s * 1000:.0f} ms"),
         ("peak RSS", f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB"),
         ("torch threads", str(torch.get_num_threads())),

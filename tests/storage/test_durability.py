@@ -48,8 +48,9 @@ def test_every_record_acknowledged_before_a_sigkill_is_readable_after_it(tmp_pat
     child.wait()
     # Receipts printed after our last read were acknowledged too; read them as the client would have.
     for line in child.stdout.read().splitlines():
-        rid, sequence = line.split()
-        acked[rid] = int(sequence)
+        parts = line.split()
+        if len(parts) == 2 and parts[1].isdigit():  # a line torn by the kill was never a whole receipt
+            acked[parts[0]] = int(parts[1])
 
     store = open_record_store("sqlite", directory=tmp_path)
     try:

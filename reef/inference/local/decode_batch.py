@@ -7,7 +7,6 @@ became padding for every row are trimmed). Positions come from the mask, so padd
 
 from __future__ import annotations
 
-import functools
 import inspect
 from typing import Any
 
@@ -57,7 +56,9 @@ class DecodeBatch:
             self.rows, self.cache, self.mask, self.last = list(rows), cache, mask, last_tensor
             return
         width = max(self.mask.shape[1], mask.shape[1])
-        for mine, theirs in zip(self.cache.layers, cache.layers, strict=True):
+        layers: list[Any] = list(self.cache.layers)
+        theirs_layers: list[Any] = list(cache.layers)
+        for mine, theirs in zip(layers, theirs_layers, strict=True):
             mine.keys = torch.cat([_pad_left(mine.keys, width), _pad_left(theirs.keys, width)], dim=0)
             mine.values = torch.cat([_pad_left(mine.values, width), _pad_left(theirs.values, width)], dim=0)
         self.mask = torch.cat([_pad_left(self.mask, width), _pad_left(mask, width)], dim=0)
@@ -92,19 +93,22 @@ class DecodeBatch:
         self.rows = [self.rows[i] for i in keep]
         start = int(self.mask.any(dim=0).int().argmax())  # first column some row still uses
         self.mask = self.mask[:, start:]
+        layer: Any
         for layer in self.cache.layers:
             layer.keys = layer.keys.index_select(0, index)[:, :, start:, :]
             layer.values = layer.values.index_select(0, index)[:, :, start:, :]
 
 
-@functools.cache
-def _cache_keyword_of(model_type: type) -> str:
-    # transformers 5.x renamed `past_key_values` to `cache`; older releases only know the former.
-    return "cache" if "cache" in inspect.signature(model_type.forward).parameters else "past_key_values"
+_CACHE_KEYWORDS: dict[type, str] = {}
 
 
 def _cache_keyword(model: Any) -> str:
-    return _cache_keyword_of(type(model))
+    # transformers 5.x renamed `past_key_values` to `cache`; older releases only know the former.
+    kind = type(model)
+    if kind not in _CACHE_KEYWORDS:
+        known = inspect.signature(kind.forward).parameters
+        _CACHE_KEYWORDS[kind] = "cache" if "cache" in known else "past_key_values"
+    return _CACHE_KEYWORDS[kind]
 
 
 def _pad_left(tensor: torch.Tensor, width: int) -> torch.Tensor:

@@ -48,9 +48,11 @@ class LocalEngine(Engine):
         started = time.perf_counter()
         self.model_dir = resolve_model_path(settings.model_path, settings.model_cache_dir)
         device = resolve_device(settings.device)
-        if device == "cpu":
-            # One decode thread owns the model; give its matmuls every core this process may use.
-            torch.set_num_threads(max(1, len(os.sched_getaffinity(0))))
+        if device == "cpu" and "OMP_NUM_THREADS" not in os.environ:
+            # Matmul threads get every core but one, which stays with the asyncio loop (HTTP, recording): when
+            # intra-op threads outnumber free cores, torch's barriers stall and decoding slows several-fold.
+            # An explicit OMP_NUM_THREADS wins.
+            torch.set_num_threads(max(1, len(os.sched_getaffinity(0)) - 1))
         model, tokenizer = load_base_model(self.model_dir, device, settings.dtype)
         eos_ids = _eos_ids(model, tokenizer)
         self._adapters = AdapterSet(model, settings.max_resident_adapters)
@@ -64,8 +66,13 @@ class LocalEngine(Engine):
         scheduler.start()
         max_positions = int(getattr(model.config, "max_position_embeddings", 0) or 1 << 20)
         self._setup = RequestSetup(tokenizer, scheduler, self._bindings, settings.default_max_new_tokens, max_positions)
-        log.info("local model %s loaded from %s on %s in %.1fs", self.model_name, self.model_dir, device,
-                 time.perf_counter() - started)
+        log.info(
+            "local model %s loaded from %s on %s in %.1fs",
+            self.model_name,
+            self.model_dir,
+            device,
+            time.perf_counter() - started,
+        )
 
     @property
     def setup(self) -> RequestSetup:

@@ -113,7 +113,7 @@ def load_base_model(model_dir: Path, device: str = "auto", dtype: str = "auto") 
 
     device = resolve_device(device)
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
-    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=resolve_dtype(dtype, device))
+    model: Any = AutoModelForCausalLM.from_pretrained(model_dir, dtype=resolve_dtype(dtype, device))
     model.to(device)
     model.eval()
     if tokenizer.pad_token_id is None:

@@ -64,8 +64,9 @@ def submit(setup: RequestSetup, dialect: Dialect, body: dict[str, Any], ctx: Req
     params = sampling_params(chat, setup.default_max_new_tokens)
     room = setup.max_positions - len(prompt_ids)
     if room < 1:
-        raise BadRequest(f"the prompt has {len(prompt_ids)} tokens; the model's context is {setup.max_positions}",
-                         "messages")
+        raise BadRequest(
+            f"the prompt has {len(prompt_ids)} tokens; the model's context is {setup.max_positions}", "messages"
+        )
     params = dataclasses.replace(params, max_new_tokens=min(params.max_new_tokens, room))
     binding = setup.bindings.for_request(ctx.scenario, ctx.release_id, _path(ctx.candidate_path))
     loop = asyncio.get_running_loop()

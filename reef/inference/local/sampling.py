@@ -138,8 +138,8 @@ def pick_tokens(
     for row, p in enumerate(params):
         top: tuple[tuple[int, float], ...] = ()
         if p.top_logprobs:
-            values, ids = torch.topk(logprobs[row], p.top_logprobs)
-            top = tuple(zip(ids.tolist(), values.tolist(), strict=True))
+            best = torch.topk(logprobs[row], p.top_logprobs)
+            top = tuple(zip(best.indices.tolist(), best.values.tolist(), strict=True))
         choices.append(Choice(chosen[row], picked[row], top))
     return choices
 

@@ -228,9 +228,8 @@ class Scheduler:
         sequence.logprobs.append(choice.logprob)
         text = sequence.tracker.push(token)
         reason: str | None = None
-        if (token in self._eos_ids and not params.ignore_eos) or token in params.stop_token_ids:
-            reason = "stop"
-        elif sequence.tracker.stopped:
+        ended = (token in self._eos_ids and not params.ignore_eos) or token in params.stop_token_ids
+        if ended or sequence.tracker.stopped:
             reason = "stop"
         elif len(sequence.completion_ids) >= params.max_new_tokens:
             reason = "length"

@@ -23,8 +23,12 @@ def model_dir() -> Path:
 @pytest.fixture(scope="session")
 def local_settings(model_dir: Path) -> InferenceSettings:
     return InferenceSettings(
-        backend="local", model_path=str(model_dir), device="cpu", served_model_name="smollm2",
-        default_max_new_tokens=32, max_batch_size=16,
+        backend="local",
+        model_path=str(model_dir),
+        device="cpu",
+        served_model_name="smollm2",
+        default_max_new_tokens=32,
+        max_batch_size=16,
     )
 
 

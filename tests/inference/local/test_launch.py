@@ -47,7 +47,8 @@ def test_adapters_load_and_unload_through_each_engines_runtime_endpoint(tmp_path
     name = adapter_name(tmp_path)
     assert name == adapter_name(tmp_path) and name.startswith("reef-")
     assert load_adapter_request("vllm", name, tmp_path) == (
-        "/v1/load_lora_adapter", {"lora_name": name, "lora_path": str(tmp_path)}
+        "/v1/load_lora_adapter",
+        {"lora_name": name, "lora_path": str(tmp_path)},
     )
     assert load_adapter_request("sglang", name, tmp_path)[0] == "/load_lora_adapter"
     assert unload_adapter_request("vllm", name) == ("/v1/unload_lora_adapter", {"lora_name": name})

@@ -100,7 +100,9 @@ async def test_a_candidate_path_serves_one_request_and_a_pinned_release_is_honou
         await engine.complete(Dialect.CHAT, ask(), RequestContext("pinned", release_id="rel-unknown"))
 
 
-async def test_activating_a_new_release_while_eight_requests_stream_loses_none(engine, rome_adapter, model_dir, tmp_path):
+async def test_activating_a_new_release_while_eight_requests_stream_loses_none(
+    engine, rome_adapter, model_dir, tmp_path
+):
     await engine.activate("busy", release("busy", "rel-1"), rome_adapter)
     body = ask(stream=True, max_tokens=12, min_tokens=12, ignore_eos=True)
     streams = [await engine.stream(Dialect.CHAT, body, RequestContext("busy")) for _ in range(8)]

@@ -62,7 +62,9 @@ async def test_the_messages_dialect_answers_paris_in_an_anthropic_message(engine
 
 
 async def test_a_chat_stream_sends_openai_chunks_token_by_token_and_ends_with_a_terminal_done(engine, tokenizer):
-    stream = await engine.stream(Dialect.CHAT, chat(max_tokens=16, stream=True, stream_options={"include_usage": True}), CTX)
+    stream = await engine.stream(
+        Dialect.CHAT, chat(max_tokens=16, stream=True, stream_options={"include_usage": True}), CTX
+    )
     frames = [frame async for frame in stream.frames()]
     assert frames[-1].data == b"data: [DONE]\n\n" and frames[-1].terminal
     assert not any(frame.terminal for frame in frames[:-1])
@@ -80,8 +82,13 @@ async def test_a_chat_stream_sends_openai_chunks_token_by_token_and_ends_with_a_
 
 
 async def test_a_messages_stream_ends_with_message_stop_and_answers_paris(engine):
-    body = {"model": "m", "max_tokens": 16, "temperature": 0, "stream": True,
-            "messages": [{"role": "user", "content": QUESTION}]}
+    body = {
+        "model": "m",
+        "max_tokens": 16,
+        "temperature": 0,
+        "stream": True,
+        "messages": [{"role": "user", "content": QUESTION}],
+    }
     stream = await engine.stream(Dialect.MESSAGES, body, CTX)
     events = [parse_event(frame.data) async for frame in stream.frames()]
     assert events[0].name == "message_start" and events[-1].name == "message_stop"
@@ -92,8 +99,16 @@ async def test_a_messages_stream_ends_with_message_stop_and_answers_paris(engine
 
 async def test_eight_concurrent_requests_all_complete_and_batching_does_not_change_greedy_answers(engine):
     alone = await engine.complete(Dialect.CHAT, chat(max_tokens=12), CTX)
-    questions = [QUESTION, "Name a color.", "What is 2 + 2?", "Say hello.", "Name a fruit.", "What is water?",
-                 "Count to three.", "Name an animal."]
+    questions = [
+        QUESTION,
+        "Name a color.",
+        "What is 2 + 2?",
+        "Say hello.",
+        "Name a fruit.",
+        "What is water?",
+        "Count to three.",
+        "Name an animal.",
+    ]
     completions = await asyncio.gather(*(engine.complete(Dialect.CHAT, chat(q, max_tokens=12), CTX) for q in questions))
     assert len(completions) == 8
     assert all(c.body["choices"][0]["finish_reason"] in ("stop", "length") for c in completions)
@@ -142,8 +157,9 @@ async def test_a_full_queue_answers_unavailable_with_a_retry_delay(local_setting
     await engine.start()
     try:
         body = chat(max_tokens=4)
-        results = await asyncio.gather(*(engine.complete(Dialect.CHAT, body, CTX) for _ in range(4)),
-                                       return_exceptions=True)
+        results = await asyncio.gather(
+            *(engine.complete(Dialect.CHAT, body, CTX) for _ in range(4)), return_exceptions=True
+        )
         refused = [r for r in results if isinstance(r, Unavailable)]
         assert refused and all(r.retry_after_s > 0 for r in refused)
         served = [r for r in results if r not in refused]

@@ -20,8 +20,9 @@ def test_the_prompt_is_the_models_own_chat_template_ending_with_the_assistant_tu
 
 
 def test_a_harness_system_prompt_merges_into_the_clients_system_message_or_comes_first():
-    merged = chat_messages({"messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "x"}]},
-                           "Rules.")
+    merged = chat_messages(
+        {"messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "x"}]}, "Rules."
+    )
     assert merged[0] == {"role": "system", "content": "Rules.\n\nBe brief."} and len(merged) == 2
     added = chat_messages({"messages": [{"role": "user", "content": "x"}]}, "Rules.")
     assert added[0] == {"role": "system", "content": "Rules."} and added[1]["role"] == "user"
@@ -30,8 +31,13 @@ def test_a_harness_system_prompt_merges_into_the_clients_system_message_or_comes
 def test_assistant_tool_calls_and_tool_results_render_without_a_template_error(tokenizer):
     messages = [
         {"role": "user", "content": "Weather?"},
-        {"role": "assistant", "content": None, "tool_calls": [
-            {"id": "c1", "type": "function", "function": {"name": "weather", "arguments": '{"city": "Paris"}'}}]},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "weather", "arguments": '{"city": "Paris"}'}}
+            ],
+        },
         {"role": "tool", "tool_call_id": "c1", "content": "sunny"},
     ]
     text = tokenizer.decode(render_prompt_ids(tokenizer, messages, tools=[{"type": "function"}]))
@@ -40,8 +46,16 @@ def test_assistant_tool_calls_and_tool_results_render_without_a_template_error(t
 
 def test_sampling_fields_are_read_with_vllm_extras_and_bad_ones_name_the_field():
     params = sampling_params(
-        {"max_completion_tokens": 5, "temperature": 0, "stop": "END", "seed": 3, "min_tokens": 2,
-         "ignore_eos": True, "logprobs": True, "top_logprobs": 2},
+        {
+            "max_completion_tokens": 5,
+            "temperature": 0,
+            "stop": "END",
+            "seed": 3,
+            "min_tokens": 2,
+            "ignore_eos": True,
+            "logprobs": True,
+            "top_logprobs": 2,
+        },
         default_max_new_tokens=64,
     )
     assert params == SamplingParams(5, 0.0, 1.0, ("END",), (), 3, 2, True, True, 2)
