@@ -105,7 +105,7 @@ def run_demo(args: argparse.Namespace) -> int:
     validation = generate("validation", VALIDATION_TASKS, seed=args.seed)
     test = generate("test", TEST_TASKS, seed=args.seed)
     tasks_path = state_dir / "validation.jsonl"
-    _write_jsonl(tasks_path, [t.to_evaluation_row() for t in validation])
+    _write_jsonl(tasks_path, [t.to_evaluation_row(profile.gate_grading) for t in validation])
     _write_jsonl(state_dir / "test.jsonl", [t.to_evaluation_row() for t in test])
     flags = profile.serve_flags(args.learning_rate, args.epochs)
     command = serve_command(profile.recipe, port, state_dir, tasks_path, profile.batch_size, flags)

@@ -27,6 +27,11 @@ class RecipeProfile:
     batch_size: int
     recipe_config: dict[str, Any] = dataclasses.field(default_factory=dict)
 
+    @property
+    def gate_grading(self) -> str:
+        """How the learner's gate grades validation answers: like this recipe's reports."""
+        return "exact" if self.recipe == "sft" else "partial"
+
     def score(self, answer: Answer) -> float:
         """SFT reports whether the answer was exactly right; RL recipes get partial credit (see `partial_credit`)."""
         if self.recipe == "sft":

@@ -65,15 +65,15 @@ class DemoTask:
     def messages(self) -> list[dict[str, str]]:
         return [{"role": "user", "content": self.prompt}]
 
-    def to_evaluation_row(self) -> dict[str, Any]:
-        """The row the learner's evaluation gate reads (`settings.evaluation.tasks`), graded like `is_exact`."""
-        return {
-            "messages": self.messages(),
-            "checker": "regex",
-            "pattern": exact_pattern(self.answer),
-            "answer": self.answer,
-            "family": self.family,
-        }
+    def to_evaluation_row(self, grading: str = "exact") -> dict[str, Any]:
+        """The row the learner's evaluation gate reads (`settings.evaluation.tasks`).
+
+        `exact` is graded like `is_exact` (with the built-in `regex` checker); `partial` like `partial_credit`.
+        """
+        row: dict[str, Any] = {"messages": self.messages(), "answer": self.answer, "family": self.family}
+        if grading == "partial":
+            return {**row, "checker": f"{__name__}:gate_partial_credit"}
+        return {**row, "checker": "regex", "pattern": exact_pattern(self.answer)}
 
 
 def _residue(n: int, split: str) -> int:
@@ -194,3 +194,8 @@ def partial_credit(task: DemoTask, text: str) -> float:
     extra_words = max(0, len(text.split()) - 1)
     brevity = max(0.0, 1.0 - extra_words / 8)
     return round(0.3 + 0.4 * brevity, 4)
+
+
+def gate_partial_credit(text: str, task: Any) -> float:
+    """`partial_credit` as an evaluation checker (`package.module:function` called with the gate's task)."""
+    return partial_credit(DemoTask("", "", str(task.answer)), text)

@@ -1,6 +1,6 @@
 """The learning loop on weights, end to end: `reef serve` with the real SmolLM2, reports in, a release out.
 
-A good batch (demonstrations unrelated to the held-out task) is published and then serves; a harmful batch
+A good batch (demonstrations that agree with the held-out task) is published and then serves; a harmful batch
 (demonstrations that teach a wrong answer to the held-out question) is rejected by the evaluation gate and the
 previous release keeps serving. After a restart nothing consumed is trained again.
 """
@@ -92,13 +92,17 @@ def _first_commit(client: httpx.Client, scenario: str, timeout_s: float = 600) -
 def test_a_batch_of_reports_produces_a_release_that_then_serves(server: ReefProcess) -> None:
     with httpx.Client(base_url=server.url, timeout=120) as client:
         base_release = _ask(client, "good", "Say hi.").headers["x-reef-release-id"]
-        _teach(client, "good", [(f"Repeat the word: {w}", w) for w in ("apple", "river", "stone", "cloud")])
+        _teach(client, "good", [(FRANCE, "Paris")] * 4)
         commit = _first_commit(client, "good")
         assert commit["verdict"] == "published", commit
         assert commit["candidate_scores"] and commit["current_scores"]
         new_release = commit["release_id"]
         assert new_release != base_release
-        served = _ask(client, "good", "Repeat the word: maple")
+        deadline = time.monotonic() + 60  # the commit log is written just before the engine activates the release
+        served = _ask(client, "good", FRANCE)
+        while served.headers["x-reef-release-id"] != new_release and time.monotonic() < deadline:
+            time.sleep(0.5)
+            served = _ask(client, "good", FRANCE)
         assert served.headers["x-reef-release-id"] == new_release
         record = client.get(f"/reef/scenarios/good/records/{served.headers['x-reef-agent-record-id']}").json()
         assert record["payload"]["release_id"] == new_release

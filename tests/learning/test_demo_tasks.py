@@ -91,3 +91,10 @@ def test_partial_credit_ranks_exact_then_short_then_verbose_then_wrong() -> None
     wrong = partial_credit(task, "The number is 62.")
     assert exact == 1.0
     assert 1.0 > short > verbose >= 0.3 > wrong == 0.0
+
+
+def test_the_partial_credit_gate_row_grades_like_the_rl_reward() -> None:
+    task = DemoTask("number", "Extract the number: 'The trip is 26 km.'", "26")
+    gate_task = parse_task(task.to_evaluation_row("partial"), "row")
+    for text in ("26", "The number is 26.", "62", "26 km"):
+        assert check(gate_task, text) == partial_credit(task, text), text

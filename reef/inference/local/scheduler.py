@@ -121,7 +121,8 @@ class Scheduler:
     def in_use(self) -> set[str]:
         """Adapters that running or waiting sequences are bound to (never evicted)."""
         names = {name for name, group in self._groups.items() if name is not None and len(group)}
-        names.update(s.binding.adapter_name for s in list(self._waiting) if s.binding.adapter_name)
+        with self._wake:
+            names.update(s.binding.adapter_name for s in self._waiting if s.binding.adapter_name)
         return names
 
     def _run(self) -> None:
@@ -158,11 +159,12 @@ class Scheduler:
                     admitted.append(sequence)
                     room -= 1
         by_adapter: dict[str | None, list[Sequence]] = {}
+        admitted_names = {s.binding.adapter_name for s in admitted if s.binding.adapter_name}
         for sequence in admitted:
             binding = sequence.binding
             if binding.adapter_name is not None and binding.adapter_path is not None:
                 try:
-                    self._adapters.ensure(binding.adapter_name, binding.adapter_path, self.in_use())
+                    self._adapters.ensure(binding.adapter_name, binding.adapter_path, self.in_use() | admitted_names)
                 except Exception as exc:
                     log.exception("could not load adapter %s", binding.adapter_path)
                     sequence.emit(Failed(f"could not load the adapter at {binding.adapter_path}: {exc}"))
