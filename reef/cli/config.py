@@ -112,9 +112,9 @@ def load_settings(
         return Settings.model_validate(merged), sources
     except ValidationError as exc:
         first = exc.errors()[0]
-        key = ".".join(str(p) for p in first["loc"])
+        dotted = ".".join(str(p) for p in first["loc"])
         message = "unknown key" if first["type"] == "extra_forbidden" else first["msg"]
-        raise ConfigError(f"{key}: {message}")
+        raise ConfigError(f"{dotted}: {message}")
 
 
 def describe_settings(settings: Settings, sources: Mapping[str, str]) -> list[tuple[str, str, str]]:

@@ -13,6 +13,7 @@ import asyncio
 import dataclasses
 import json
 import shutil
+import signal
 import sys
 import tempfile
 import time
@@ -96,6 +97,8 @@ class DemoRun:
 
 def run_demo(args: argparse.Namespace) -> int:
     started = time.monotonic()
+    # Stopped from outside: unwind like Ctrl-C, so the server is stopped and the partial result still printed.
+    signal.signal(signal.SIGTERM, _interrupt)
     console = Console(stderr=args.json, highlight=False)
     profile = PROFILES[args.recipe]
     state_dir = args.state_dir or Path(tempfile.mkdtemp(prefix="reef-demo-"))
@@ -233,7 +236,8 @@ async def _one_round(
             await send(next(training))
 
     await send(next(training))
-    outcome = await api.wait_for_step(after_step, wait_s, nudge=nudge)
+    grouped = profile.samples_per_prompt > 1
+    outcome = await api.wait_for_step(after_step, wait_s, nudge=nudge if grouped else None)
     commit = outcome.commit or {}
     measured: Measurement | None = None
     if outcome.verdict == "published":
@@ -255,6 +259,10 @@ async def _one_round(
         "wait_s": outcome.waited_s,
         "measured": measured.to_json() if measured else None,
     }
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
 
 
 def _training_tasks(profile: RecipeProfile, rounds: int, seed: int) -> Iterator[list[DemoTask]]:

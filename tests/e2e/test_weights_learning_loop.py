@@ -62,7 +62,12 @@ def _ask(client: httpx.Client, scenario: str, question: str) -> httpx.Response:
     response = client.post(
         "/v1/chat/completions",
         headers={"x-reef-scenario": scenario},
-        json={"model": "smollm2", "temperature": 0, "max_tokens": 12, "messages": [{"role": "user", "content": question}]},
+        json={
+            "model": "smollm2",
+            "temperature": 0,
+            "max_tokens": 12,
+            "messages": [{"role": "user", "content": question}],
+        },
     )
     assert response.status_code == 200, response.text
     return response
@@ -128,9 +133,10 @@ def test_after_a_restart_consumed_records_are_not_trained_again(server: ReefProc
         before = client.get("/reef/scenarios/good/commits").json()["commits"]
         head = client.get("/reef/scenarios/good/releases").json()["releases"][0]["release_id"]
     server.stop()
-    with ReefProcess(state / "reef", *_flags(tasks), port=server.port) as again, httpx.Client(
-        base_url=again.url, timeout=60
-    ) as client:
+    with (
+        ReefProcess(state / "reef", *_flags(tasks), port=server.port) as again,
+        httpx.Client(base_url=again.url, timeout=60) as client,
+    ):
         time.sleep(3)  # give a (wrongly) resumed learner the chance to start a step
         after = client.get("/reef/scenarios/good/commits").json()["commits"]
         assert after == before

@@ -95,9 +95,7 @@ async def _serve(state: Any, request: Request, dialect: Dialect) -> Response:
         usage=completion.usage,
         training=completion.training,
     )
-    await state.records.append_async([record])
-    state.metrics.records_appended.labels("inference").inc()
-    state.runtime.notify(scenario)
+    await _remember(state, record)
     headers = {"x-reef-agent-record-id": record.agent_record_id, **_release_headers(completion.release_id)}
     return Response(completion.raw, status_code=200, media_type="application/json", headers=headers)
 
@@ -138,10 +136,8 @@ def _streaming_response(
                     break
                 yield frame.data
             record = record_of()
-            await state.records.append_async([record])
+            await _remember(state, record)
             recorded = True
-            state.metrics.records_appended.labels("inference").inc()
-            state.runtime.notify(scenario)
             if terminal is not None:
                 yield receipt_frames(dialect, terminal, stream.last_chunk, record.agent_record_id)
         finally:
@@ -156,10 +152,16 @@ def _streaming_response(
     return StreamingResponse(frames(), media_type="text/event-stream", headers=headers)
 
 
+async def _remember(state: Any, record: Record) -> None:
+    """Make an inference record durable, count it, and wake the scenario's learner."""
+    await state.records.append_async([record])
+    state.metrics.records_appended.labels("inference").inc()
+    state.runtime.notify(record.scenario)
+
+
 async def _record_cut_stream(state: Any, record: Record) -> None:
     try:
-        await state.records.append_async([record])
-        state.metrics.records_appended.labels("inference").inc()
+        await _remember(state, record)
     except Exception:
         log.exception("could not record a cut stream of scenario %s", record.scenario)
 
