@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import anthropic
 import httpx
 import openai
@@ -144,3 +146,22 @@ def test_a_malformed_scenario_name_is_refused(reef: ReefProcess) -> None:
         reef.url + "/v1/chat/completions", json={"model": "m", "messages": []}, headers={"x-reef-scenario": "a b/c"}
     )
     assert response.status_code == 400
+
+
+def test_a_stream_cut_short_upstream_is_still_recorded_as_incomplete(reef: ReefProcess, http: httpx.Client) -> None:
+    scenario = "cut-streams"
+    body = {"model": "cut", "stream": True, "messages": [{"role": "user", "content": "this will break"}]}
+    with httpx.stream(
+        "POST", reef.url + "/v1/chat/completions", json=body, headers={"x-reef-scenario": scenario}, timeout=30
+    ) as response:
+        text = b"".join(response.iter_bytes())
+    assert b"[DONE]" not in text and b'"reef"' not in text
+    deadline = time.monotonic() + 10
+    records: list = []
+    while not records and time.monotonic() < deadline:
+        listed = http.get(f"/reef/scenarios/{scenario}/records")
+        records = listed.json()["records"] if listed.status_code == 200 else []
+        time.sleep(0.2)
+    assert len(records) == 1
+    payload = stored_record(http, scenario, records[0]["agent_record_id"])["payload"]
+    assert payload["complete"] is False and payload["stream"] is True
