@@ -71,14 +71,14 @@ PROFILES: dict[str, RecipeProfile] = {
         "sft", prompts_per_round=8, samples_per_prompt=1, temperature=0.0, max_tokens=8,
         learning_rate=6e-4, epochs=1, batch_size=8,
     ),
-    # Sampled answers so the policy explores; short completions keep the reward about the answer.
+    # Sampled answers so the policy explores (temperature 1 makes SmolLM2 ramble); short completions.
     "rl": RecipeProfile(
-        "rl", prompts_per_round=8, samples_per_prompt=1, temperature=1.0, max_tokens=12,
-        learning_rate=5e-4, epochs=1, batch_size=8, recipe_config={"baseline_decay": 0.8},
+        "rl", prompts_per_round=8, samples_per_prompt=1, temperature=0.7, max_tokens=12,
+        learning_rate=1e-3, epochs=2, batch_size=8, recipe_config={"baseline_decay": 0.8},
     ),
-    # k samples per prompt at temperature 1; advantages are relative within each prompt's group.
+    # k samples per prompt; advantages are relative within each prompt's group.
     "grpo": RecipeProfile(
-        "grpo", prompts_per_round=2, samples_per_prompt=4, temperature=1.0, max_tokens=12,
-        learning_rate=5e-4, epochs=1, batch_size=8, recipe_config={"group_size": 4},
+        "grpo", prompts_per_round=2, samples_per_prompt=4, temperature=0.7, max_tokens=12,
+        learning_rate=1e-3, epochs=2, batch_size=8, recipe_config={"group_size": 4},
     ),
 }  # fmt: skip

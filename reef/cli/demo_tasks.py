@@ -182,7 +182,7 @@ def contains_answer(task: DemoTask, text: str) -> bool:
 
 
 def partial_credit(task: DemoTask, text: str) -> float:
-    """The reward for RL: 1 exact; 0.3-0.7 when the answer is in the text, more the shorter the text; else 0.
+    """The reward for RL: 1 exact; 0.2-0.8 when the answer is in the text, more the shorter the text; else 0.
 
     Base SmolLM2 states most answers inside a sentence, so "contains" gives a signal from the first
     step and the brevity term pulls it toward answering with only the answer.
@@ -192,8 +192,8 @@ def partial_credit(task: DemoTask, text: str) -> float:
     if not contains_answer(task, text):
         return 0.0
     extra_words = max(0, len(text.split()) - 1)
-    brevity = max(0.0, 1.0 - extra_words / 8)
-    return round(0.3 + 0.4 * brevity, 4)
+    brevity = max(0.0, 1.0 - extra_words / 6)
+    return round(0.2 + 0.6 * brevity, 4)
 
 
 def gate_partial_credit(text: str, task: Any) -> float:

@@ -67,6 +67,11 @@ def open_engine(settings: Settings) -> Any:
             "inference.model_path: set an upstream (--inference.upstream-url URL) or a local model "
             "(--inference.model-path smollm2)"
         )
+    model_path = settings.inference.model_path
+    if model_path != "smollm2" and not Path(model_path).expanduser().exists():
+        raise ConfigError(
+            f"inference.model_path: no model at {model_path!r} (a model directory, a .gguf file or 'smollm2')"
+        )
     from reef.inference.local import LocalEngine
 
     return LocalEngine(settings.inference)
@@ -111,7 +116,7 @@ def run_serve(args: argparse.Namespace, extra: list[str]) -> int:
         settings.learning.recipe,
         settings.storage.dir,
     )
-    uvicorn.run(
+    config = uvicorn.Config(
         app,
         host=settings.reef.host,
         port=settings.reef.port,
@@ -122,4 +127,6 @@ def run_serve(args: argparse.Namespace, extra: list[str]) -> int:
         log_level=settings.reef.log_level,
         timeout_graceful_shutdown=5,
     )
-    return 0
+    server = uvicorn.Server(config)
+    server.run()
+    return 0 if server.started else 1

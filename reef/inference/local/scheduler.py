@@ -155,7 +155,9 @@ class Scheduler:
         with self._wake:
             while room > 0 and self._waiting:
                 sequence = self._waiting.popleft()
-                if not sequence.cancelled:
+                if sequence.cancelled:
+                    sequence.emit(Failed("cancelled"))
+                else:
                     admitted.append(sequence)
                     room -= 1
         by_adapter: dict[str | None, list[Sequence]] = {}
@@ -214,6 +216,7 @@ class Scheduler:
         keep = []
         for index, (sequence, choice) in enumerate(zip(sequences, choices, strict=True)):
             if sequence.cancelled:
+                sequence.emit(Failed("cancelled"))  # wakes anyone still waiting on this sequence
                 continue
             reason = self._take(sequence, choice)
             if reason is None:

@@ -5,6 +5,7 @@ Both are built as OpenAI chat (chunks) and translated to messages / responses by
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -142,4 +143,5 @@ class LocalStream(CompletionStream):
     async def aclose(self) -> None:
         self._submitted.sequence.cancelled = True
         if self._iterator is not None:
-            await self._iterator.aclose()  # type: ignore[attr-defined]
+            with contextlib.suppress(RuntimeError):  # being iterated by another task: it ends on its own
+                await self._iterator.aclose()  # type: ignore[attr-defined]

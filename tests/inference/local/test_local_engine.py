@@ -166,3 +166,15 @@ async def test_a_full_queue_answers_unavailable_with_a_retry_delay(local_setting
         assert served and all(r.usage["completion_tokens"] == 4 for r in served)
     finally:
         await engine.aclose()
+
+
+async def test_a_stream_closed_early_is_recorded_incomplete_and_stops_decoding(engine):
+    body = chat(max_tokens=200, min_tokens=200, ignore_eos=True, stream=True)
+    stream = await engine.stream(Dialect.CHAT, body, CTX)
+    frames = stream.frames()
+    await frames.__anext__()
+    await stream.aclose()
+    after = await engine.complete(Dialect.CHAT, chat(max_tokens=4), CTX)
+    result = stream.result()
+    assert not result.complete and len(result.training["completion_token_ids"]) < 200
+    assert after.usage["completion_tokens"] == 4

@@ -7,7 +7,6 @@ from collections.abc import Iterator
 import pytest
 
 from tests.fakes.reef_process import ReefProcess
-from tests.inference.local.conftest import MODEL_CACHE_DIR
 
 pytestmark = pytest.mark.model
 
@@ -17,8 +16,8 @@ HEADERS = {"x-reef-scenario": "geo"}
 
 @pytest.fixture(scope="module")
 def server(model_dir, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ReefProcess]:
-    # model_dir first: the conversion happens once, here, not inside the server's startup.
-    flags = ["--inference.model-path", "smollm2", "--inference.model-cache-dir", str(MODEL_CACHE_DIR)]
+    # model_dir first: the conversion happens once, in the fixture; the server finds it in the same cache.
+    flags = ["--inference.model-path", "smollm2", "--inference.model-cache-dir", str(model_dir.parent)]
     with ReefProcess(tmp_path_factory.mktemp("serve"), *flags) as process:
         yield process
 
