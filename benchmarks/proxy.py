@@ -32,7 +32,10 @@ wrk.headers["x-reef-scenario"] = "bench"
 
 
 def _unit_ms(value: str) -> float:
-    number, unit = re.fullmatch(r"([\d.]+)(us|ms|s|m)", value).groups()
+    match = re.fullmatch(r"([\d.]+)(us|ms|s|m)", value)
+    if match is None:
+        return float("nan")
+    number, unit = match.groups()
     return float(number) * {"us": 0.001, "ms": 1.0, "s": 1000.0, "m": 60000.0}[unit]
 
 
@@ -46,8 +49,8 @@ def run_wrk(url: str, body: dict, duration_s: int, connections: int) -> dict[str
         check=True,
     ).stdout
     rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
-    p50 = _unit_ms(re.search(r"50%\s+(\S+)", out).group(1))
-    p99 = _unit_ms(re.search(r"99%\s+(\S+)", out).group(1))
+    p50 = _unit_ms(re.search(r"^\s+50%\s+(\S+)", out, re.M).group(1))
+    p99 = _unit_ms(re.search(r"^\s+99%\s+(\S+)", out, re.M).group(1))
     errors = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
     return {"rps": rps, "p50_ms": p50, "p99_ms": p99, "non_2xx": int(errors.group(1)) if errors else 0}
 

@@ -99,7 +99,7 @@ def run_demo(args: argparse.Namespace) -> int:
     started = time.monotonic()
     # Stopped from outside: unwind like Ctrl-C, so the server is stopped and the partial result still printed.
     signal.signal(signal.SIGTERM, _interrupt)
-    console = Console(stderr=args.json, highlight=False)
+    console = Console(stderr=args.json, highlight=False, soft_wrap=True)
     profile = PROFILES[args.recipe]
     state_dir = args.state_dir or Path(tempfile.mkdtemp(prefix="reef-demo-"))
     state_dir.mkdir(parents=True, exist_ok=True)
