@@ -33,6 +33,7 @@ TEST_TASKS = 35  # five per family
 VALIDATION_TASKS = 14  # two per family: the gate runs every step, twice (candidate and current)
 MEASURE_MAX_TOKENS = 8  # a right answer is at most 4 tokens and the end of turn
 MIN_STEP_WAIT_S = 180.0
+MAX_SENDS_PER_ROUND = 12  # grouped recipes: top-ups while the learner waits for a full batch
 STARTUP_TIMEOUT_S = 600.0
 
 
@@ -232,7 +233,7 @@ async def _one_round(
 
     async def nudge() -> None:
         # A grouped recipe drops groups whose answers all scored the same: send fresh prompts to fill the batch.
-        if sent < 4:
+        if sent < MAX_SENDS_PER_ROUND:
             await send(next(training))
 
     await send(next(training))

@@ -150,7 +150,8 @@ class ReefAPI:
                 return StepOutcome(commit, round(time.monotonic() - started, 2))
             state = await self.status()
             job = (state.get("job") or {}).get("state", "idle")
-            idle_polls = idle_polls + 1 if job == "idle" and not state.get("ready") else 0
+            # The learner starts a step within a poll of a full batch, so a long idle spell means a short batch.
+            idle_polls = idle_polls + 1 if job == "idle" else 0
             if nudge is not None and idle_polls >= 5:
                 idle_polls = 0
                 await nudge()

@@ -169,13 +169,28 @@ class PiEpisodes:
 
     @staticmethod
     def _sandboxed(root: Path, work: Path, binary_dir: Path) -> list[str]:
-        # The private /tmp hides anything under the host's /tmp: bring the agent's binary back, read-only.
-        binary = ["--ro-bind", str(binary_dir), str(binary_dir)] if binary_dir.is_relative_to("/tmp") else []
+        # The private /tmp hides anything under the host's /tmp: bring back, read-only, the agent's binary and the
+        # environment of the interpreter its script names (a virtualenv under /tmp, say).
+        binary = [arg for needed in _needed_under_tmp(binary_dir) for arg in ("--ro-bind", str(needed), str(needed))]
         return [
             "bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", *binary,
             "--bind", str(root), str(root), "--chdir", str(work),
             "--unshare-pid", "--unshare-ipc", "--die-with-parent", "--new-session", "--",
         ]  # fmt: skip
+
+
+def _needed_under_tmp(binary_dir: Path) -> list[Path]:
+    """Directories under /tmp an agent in `binary_dir` needs: the directory itself and its scripts' interpreters'."""
+    needed = {binary_dir}
+    for entry in binary_dir.iterdir() if binary_dir.is_dir() else []:
+        try:
+            first = entry.open("rb").readline(512) if entry.is_file() else b""
+        except OSError:
+            continue
+        if first.startswith(b"#!"):
+            interpreter = Path(first[2:].decode("utf-8", "replace").split()[0])
+            needed.add(interpreter.parent.parent)  # e.g. a virtualenv: its bin/, lib/ and pyvenv.cfg
+    return sorted(p for p in needed if p.is_relative_to("/tmp") and p != Path("/tmp"))
 
 
 async def chat_episode(engine: Engine, tree: HarnessTree, task: str, binding: ModelBinding) -> EpisodeResult:

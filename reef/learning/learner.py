@@ -136,7 +136,9 @@ class Learner:
                 await self._pull()
                 assert self._processor is not None
                 still_blocked = self._blocked is not None and self._evaluation_blocker() is not None
-                if self._processor.ready() >= batch_size and not still_blocked and await self.step() is not None:
+                # A processor may count units coarser than samples (grpo: whole groups); it says how many make a batch.
+                needed = getattr(self._processor, "units_per_batch", batch_size)
+                if self._processor.ready() >= needed and not still_blocked and await self.step() is not None:
                     if self._failures:
                         await self._sleep(min(poll_s * 2**self._failures, MAX_BACKOFF_S))
                     continue  # another batch may be ready already
