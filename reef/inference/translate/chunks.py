@@ -6,6 +6,7 @@ dialect's SSE events. Chat itself has an identity decoder and encoder here.
 
 from __future__ import annotations
 
+import time
 from typing import Any, Protocol
 
 from reef.inference.sse import DONE, SSEEvent
@@ -67,3 +68,16 @@ class ChatEncoder:
 
     def finish(self) -> list[SSEEvent]:
         return [SSEEvent(None, DONE)]
+
+
+class ChatChunkDecoder:
+    """Base of the decoders that turn another dialect's stream events into chat chunks of one completion."""
+
+    def __init__(self) -> None:
+        self.done = False
+        self._id = ""
+        self._model = ""
+        self._created = int(time.time())
+
+    def _chunk(self, delta: dict[str, Any] | None = None, finish_reason: str | None = None, **kw: Any) -> dict:
+        return chat_chunk(self._id, self._created, self._model, delta, finish_reason, **kw)

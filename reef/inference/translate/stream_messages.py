@@ -2,27 +2,20 @@
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from reef.inference.sse import SSEEvent
-from reef.inference.translate.chunks import chat_chunk
+from reef.inference.translate.chunks import ChatChunkDecoder
 from reef.inference.translate.messages import finish_to_stop_reason, messages_usage_to_chat, stop_reason_to_finish
 
 
-class MessagesDecoder:
+class MessagesDecoder(ChatChunkDecoder):
     """Anthropic stream events → chat chunks; `message_stop` ends the stream (then a usage-only chunk)."""
 
     def __init__(self) -> None:
-        self.done = False
-        self._id = ""
-        self._model = ""
-        self._created = int(time.time())
+        super().__init__()
         self._usage: dict[str, Any] = {}
         self._tool_index: dict[int, int] = {}  # content block index → chat tool_calls index
-
-    def _chunk(self, delta: dict[str, Any] | None = None, finish_reason: str | None = None, **kw: Any) -> dict:
-        return chat_chunk(self._id, self._created, self._model, delta, finish_reason, **kw)
 
     def feed(self, event: SSEEvent) -> list[dict[str, Any]]:
         data = event.data if isinstance(event.data, dict) else {}

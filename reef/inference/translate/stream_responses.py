@@ -6,7 +6,7 @@ import time
 from typing import Any
 
 from reef.inference.sse import SSEEvent
-from reef.inference.translate.chunks import chat_chunk
+from reef.inference.translate.chunks import ChatChunkDecoder
 from reef.inference.translate.responses import (
     chat_usage_to_responses,
     function_call_item,
@@ -20,18 +20,12 @@ from reef.inference.translate.responses import (
 TERMINAL_EVENTS = ("response.completed", "response.incomplete", "response.failed")
 
 
-class ResponsesDecoder:
+class ResponsesDecoder(ChatChunkDecoder):
     """Responses stream events → chat chunks; a terminal `response.*` event ends the stream."""
 
     def __init__(self) -> None:
-        self.done = False
-        self._id = ""
-        self._model = ""
-        self._created = int(time.time())
+        super().__init__()
         self._tool_index: dict[str, int] = {}  # function_call item id → chat tool_calls index
-
-    def _chunk(self, delta: dict[str, Any] | None = None, finish_reason: str | None = None, **kw: Any) -> dict:
-        return chat_chunk(self._id, self._created, self._model, delta, finish_reason, **kw)
 
     def feed(self, event: SSEEvent) -> list[dict[str, Any]]:
         data = event.data if isinstance(event.data, dict) else {}
