@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
-import importlib
 import sys
 from collections.abc import Sequence
 
 import reef
+from reef.cli.demo import add_demo_command
+from reef.cli.releases import add_release_commands
 from reef.cli.serve import add_serve_command
 from reef.cli.status import add_status_command
 
@@ -21,9 +21,8 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     add_serve_command(subparsers)
     add_status_command(subparsers)
-    for module, function in (("reef.cli.demo", "add_demo_command"), ("reef.cli.releases", "add_release_commands")):
-        with contextlib.suppress(ImportError):
-            getattr(importlib.import_module(module), function)(subparsers)
+    add_demo_command(subparsers)
+    add_release_commands(subparsers)
     return parser
 
 

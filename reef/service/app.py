@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib
 import logging
 from collections.abc import AsyncIterator
 from typing import Any
@@ -17,7 +16,7 @@ from reef.inference.base import Engine
 from reef.service.errors import install_error_handlers
 from reef.service.metrics import ServiceMetrics
 from reef.service.middleware import EdgeMiddleware
-from reef.service.routes import feedback, inference, scenarios, system
+from reef.service.routes import feedback, harness, inference, scenarios, system
 from reef.storage.base import RecordStore
 
 
@@ -56,10 +55,8 @@ def create_app(settings: Settings, runtime: Any, records: RecordStore, engine: E
     app.state.engine = engine
     app.state.metrics = metrics
     install_error_handlers(app)
-    for module in (feedback, scenarios, system):
+    for module in (feedback, scenarios, harness, system):
         app.include_router(module.router)
-    with contextlib.suppress(ImportError):
-        app.include_router(importlib.import_module("reef.service.routes.harness").router)
     return EdgeMiddleware(
         app,
         tokens=settings.reef.all_tokens(),
