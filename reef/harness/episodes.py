@@ -6,10 +6,10 @@ binding, with a timeout, a residue check and the trajectory read back.
 TASK`). `chat` episodes are one request through the engine with the chat adapter's system prompt.
 
 Sandboxing: where `bwrap` exists the agent sees the host read-only, a private /tmp, its own writable root and
-its own PID namespace. The network is NOT isolated: bubblewrap's `--unshare-net` also removes the host's
-loopback, so the agent could not reach Reef on 127.0.0.1; isolating it would need Reef's endpoint brought in
-over a Unix socket with a forwarder inside the sandbox (not done). The environment is emptied (no provider
-keys reach the agent), and the only credential inside the root is the Reef token of the binding.
+its own PID namespace and no network (`--unshare-net`) but the model endpoint: since that also removes the
+host's loopback, Reef's address is brought in over a Unix socket in the root and a forwarder inside the sandbox
+listening on Reef's port (`reef.harness.netbridge`). The environment is emptied (no provider keys reach the
+agent), and the only credential inside the root is the Reef token of the binding.
 """
 
 from __future__ import annotations
@@ -20,8 +20,10 @@ import json
 import os
 import shutil
 import signal
+import sys
 import tempfile
 import time
+import urllib.parse
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -29,6 +31,7 @@ from typing import Any
 from reef.core.scenarios import Dialect
 from reef.core.settings import Settings
 from reef.harness.chat import system_prompt_of
+from reef.harness.netbridge import FORWARDER, unix_bridge
 from reef.harness.render import render, write_files
 from reef.harness.tree import HarnessTree
 from reef.inference.base import Engine, RequestContext
@@ -126,8 +129,18 @@ class PiEpisodes:
         os.chmod(agent / "models.json", 0o600)
         command = [self.binary, "--provider", "reef", "--model", binding.model, "--mode", "json", "--no-session"]
         command += ["-p", task]
-        if self.sandbox:
-            command = self._sandboxed(root, work, Path(self.binary).resolve().parent) + command
+        if not self.sandbox:
+            return await self._execute(root, work, home, agent, command)
+        endpoint = urllib.parse.urlsplit(binding.base_url)
+        host, port = endpoint.hostname or "127.0.0.1", endpoint.port or (443 if endpoint.scheme == "https" else 80)
+        (root / "forwarder.py").write_text(FORWARDER)
+        socket_path = root / "reef.sock"
+        forwarded = [sys.executable, str(root / "forwarder.py"), str(socket_path), str(port), "--", *command]
+        sandboxed = self._sandboxed(root, work, Path(self.binary).resolve().parent) + forwarded
+        async with unix_bridge(socket_path, host, port):
+            return await self._execute(root, work, home, agent, sandboxed)
+
+    async def _execute(self, root: Path, work: Path, home: Path, agent: Path, command: list[str]) -> EpisodeResult:
         env = {
             "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
             "HOME": str(home),
@@ -171,12 +184,17 @@ class PiEpisodes:
     def _sandboxed(root: Path, work: Path, binary_dir: Path) -> list[str]:
         # The private /tmp hides anything under the host's /tmp: bring back, read-only, the agent's binary and the
         # environment of the interpreter its script names (a virtualenv under /tmp, say).
-        binary = [arg for needed in _needed_under_tmp(binary_dir) for arg in ("--ro-bind", str(needed), str(needed))]
+        needed = _needed_under_tmp(binary_dir) + _under_tmp(Path(sys.executable).parent.parent)
+        binary = [arg for path in needed for arg in ("--ro-bind", str(path), str(path))]
         return [
             "bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", *binary,
             "--bind", str(root), str(root), "--chdir", str(work),
-            "--unshare-pid", "--unshare-ipc", "--die-with-parent", "--new-session", "--",
+            "--unshare-pid", "--unshare-ipc", "--unshare-net", "--die-with-parent", "--new-session", "--",
         ]  # fmt: skip
+
+
+def _under_tmp(path: Path) -> list[Path]:
+    return [path] if path.is_relative_to("/tmp") and path != Path("/tmp") else []
 
 
 def _needed_under_tmp(binary_dir: Path) -> list[Path]:

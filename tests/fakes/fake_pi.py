@@ -1,6 +1,7 @@
 """A stand-in for the `pi` binary (copied into a temp dir with a shebang by tests): it reads the AGENTS.md and
 models.json an episode prepared and prints pi-like `--mode json` events. Tasks steer it:
-`sleep` hangs (for timeouts), `spawn` leaves a background child running, `write-home` writes outside its root.
+`sleep` hangs (for timeouts), `spawn` leaves a background child running, `write-home` writes outside its root,
+`connect:PORT,…` reports which 127.0.0.1 ports answer.
 """
 
 import json
@@ -20,6 +21,18 @@ if task == "spawn":
     subprocess.Popen(["sleep", "60"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 if task.startswith("write:"):
     Path(task[len("write:") :]).write_text("residue")
+if task.startswith("connect:"):  # connect:PORT,PORT… → print which 127.0.0.1 ports answered
+    import socket
+
+    reached = []
+    for port in task[len("connect:") :].split(","):
+        try:
+            with socket.create_connection(("127.0.0.1", int(port)), timeout=3) as conn:
+                conn.sendall(b"ping")
+                reached.append(f"{port}={conn.recv(16).decode()}")
+        except OSError:
+            reached.append(f"{port}=refused")
+    task = "reached " + " ".join(reached)
 print(json.dumps({"type": "session", "cwd": os.getcwd()}))
 reply = {"role": "assistant", "content": [{"type": "text", "text": f"saw: {agents_md.strip()[:200]}"}]}
 print(json.dumps({"type": "message_end", "message": {"role": "user", "content": [{"type": "text", "text": task}]}}))

@@ -6,6 +6,7 @@ The mechanics run against a stand-in pi (tests/fakes/fake_pi.py); one test runs 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import shutil
 import sys
@@ -114,3 +115,26 @@ async def test_a_real_pi_episode_sends_the_rendered_agents_md_to_reef_serving_sm
         assert not result.timed_out, "pi did not finish within 400 s on this machine"
     finally:
         reef.stop()
+
+
+@pytest.mark.skipif(not shutil.which("bwrap"), reason="bubblewrap is not installed")
+async def test_a_sandboxed_agent_reaches_the_model_endpoint_and_nothing_else(fake_pi, tmp_path):
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.read(4)
+        writer.write(b"pong")
+        await writer.drain()
+        writer.close()
+
+    model = await asyncio.start_server(answer, "127.0.0.1", 0)
+    other = await asyncio.start_server(answer, "127.0.0.1", 0)
+    model_port, other_port = (s.sockets[0].getsockname()[1] for s in (model, other))
+    binding = ModelBinding(f"http://127.0.0.1:{model_port}", "net", "m")
+    try:
+        episodes = PiEpisodes(fake_pi, timeout_s=30, sandbox=True, temp_dir=tmp_path)
+        result = await episodes.run(TREE, f"connect:{model_port},{other_port}", binding)
+    finally:
+        model.close()
+        other.close()
+    assert result.exit_code == 0, result.stderr_tail
+    said = json.dumps(result.trajectory)
+    assert f"{model_port}=pong" in said and f"{other_port}=refused" in said
