@@ -17,13 +17,15 @@ $(VENV)/.installed: pyproject.toml
 	$(PIP) install -e '.[dev]'
 	touch $@
 
-# Git LFS (weight files in releases), bubblewrap (sandboxed episodes), chromium (replay page test), the pi agent.
+# Git LFS (weight files in releases), bubblewrap (sandboxed episodes), chromium (replay page test), wrk (proxy
+# benchmark), the pi agent.
 system-deps:
 	@if command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then \
 	  missing=""; \
 	  command -v git-lfs >/dev/null || missing="$$missing git-lfs"; \
 	  command -v bwrap >/dev/null || missing="$$missing bubblewrap"; \
 	  command -v chromium >/dev/null || missing="$$missing chromium"; \
+	  command -v wrk >/dev/null || missing="$$missing wrk"; \
 	  if [ -n "$$missing" ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; fi; \
 	fi
 	@if command -v npm >/dev/null && ! command -v pi >/dev/null; then \
@@ -41,7 +43,7 @@ lint: setup
 demo: setup system-deps
 	$(VENV)/bin/reef demo --recipe sft --report demo-report.html
 
-bench: setup
+bench: setup system-deps
 	$(PY) benchmarks/proxy.py
 
 clean:
