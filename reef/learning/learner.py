@@ -28,6 +28,7 @@ from reef.core.releases import Commit, Release, Verdict
 from reef.core.settings import Settings
 from reef.inference.base import Engine
 from reef.learning.base import Batch, Evaluator, Processor, Recipe, Selector
+from reef.learning.evaluation.scores import paired_summary
 from reef.learning.evaluation.selectors import Always
 from reef.learning.growth import Candidate, GrowContext, grow
 from reef.learning.recovery import PAGE_SIZE, resume
@@ -190,7 +191,7 @@ class Learner:
         candidate = await grow(self.recipe, batch, parent_dir, ctx, self._backend_factory)
         self._job["state"] = "evaluating"
         candidate_scores, current_scores, accepted, reason = await self._judge(candidate.path, head)
-        metrics = {**candidate.metrics, **_score_summary(candidate_scores, current_scores)}
+        metrics = {**candidate.metrics, **paired_summary(candidate_scores, current_scores)}
         log.info("learner %s: step %d %s: %s", self.scenario, step, "accepted" if accepted else "rejected", reason)
         if not accepted:
             commit = self._commit(
@@ -389,21 +390,9 @@ class Learner:
                 "release_id": last.release_id,
                 "candidate_scores": last.candidate_scores,
                 "current_scores": last.current_scores,
-                **_score_summary(last.candidate_scores, last.current_scores),
+                **paired_summary(last.candidate_scores, last.current_scores),
             },
             "blocked": self._blocked,
             "consecutive_failures": self._failures,
             "errors": list(self._errors),
         }
-
-
-def _score_summary(candidate: list[float], current: list[float]) -> dict[str, Any]:
-    if not candidate or len(candidate) != len(current):
-        return {"tasks": len(candidate)}
-    return {
-        "tasks": len(candidate),
-        "candidate_mean": sum(candidate) / len(candidate),
-        "current_mean": sum(current) / len(current),
-        "wins": sum(c > k for c, k in zip(candidate, current, strict=True)),
-        "losses": sum(c < k for c, k in zip(candidate, current, strict=True)),
-    }

@@ -14,6 +14,7 @@ from typing import Any
 from reef.core.errors import BadRequest
 from reef.core.settings import Settings
 from reef.learning.base import Selector
+from reef.learning.evaluation.scores import wins_and_losses
 
 
 def _check_paired(candidate: Sequence[float], current: Sequence[float]) -> None:
@@ -29,8 +30,7 @@ class ScoreComparison(Selector):
 
     def accept(self, candidate: Sequence[float], current: Sequence[float]) -> tuple[bool, str]:
         _check_paired(candidate, current)
-        wins = sum(c > k for c, k in zip(candidate, current, strict=True))
-        losses = sum(c < k for c, k in zip(candidate, current, strict=True))
+        wins, losses = wins_and_losses(candidate, current)
         accepted = wins - losses > self.margin
         relation = ">" if accepted else "<="
         return accepted, f"wins {wins} - losses {losses} = {wins - losses} {relation} margin {self.margin:g}"
