@@ -51,10 +51,15 @@ class Completion:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class StreamFrame:
-    """One whole SSE event (bytes as relayed, ending in a blank line); `terminal` marks the frame to hold back."""
+    """One whole SSE event (bytes as relayed, ending in a blank line); `terminal` marks the frame to hold back.
+
+    `more` says another frame is already at hand (it arrived in the same read), so the service may send both
+    in one write without delaying either.
+    """
 
     data: bytes
     terminal: bool = False
+    more: bool = False
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

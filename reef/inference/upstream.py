@@ -264,22 +264,21 @@ class UpstreamStream(CompletionStream):
         if self._dialect is Dialect.CHAT and isinstance(event.data, dict):
             self.last_chunk = event.data
         terminal = is_terminal(self._dialect, event)
-        if terminal:
-            self._terminal_seen = True
-            if isinstance(event.data, dict) and event.name == "response.failed":
-                self._error = "the upstream response failed"
+        if terminal and isinstance(event.data, dict) and event.name == "response.failed":
+            self._error = "the upstream response failed"
         return StreamFrame(raw, terminal)
 
     async def frames(self) -> AsyncIterator[StreamFrame]:
         try:
             while True:
-                for raw in self._pending:
-                    for frame in self._relay(raw):
-                        if frame.terminal:
-                            await self._drain()
-                            yield frame
-                            return
+                ready = self._take_pending()
+                for index, frame in enumerate(ready):
+                    if frame.terminal:
+                        self._terminal_seen = True  # complete once the client is handed the terminal frame
+                        await self._drain()
                         yield frame
+                        return
+                    yield StreamFrame(frame.data, more=index < len(ready) - 1)
                 if self._closed:
                     return
                 chunk = await self._response.content.readany()
@@ -298,6 +297,18 @@ class UpstreamStream(CompletionStream):
         finally:
             self._pending = []
             self._finish_response()
+
+    def _take_pending(self) -> list[StreamFrame]:
+        """The client frames of every event read so far, up to and including the terminal one."""
+        ready: list[StreamFrame] = []
+        for raw in self._pending:
+            for frame in self._relay(raw):
+                ready.append(frame)
+                if frame.terminal:
+                    self._pending = []
+                    return ready
+        self._pending = []
+        return ready
 
     async def _drain(self) -> None:
         # Reading to the end of the body lets the connection go back to the pool instead of being dropped.

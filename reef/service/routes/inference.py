@@ -12,12 +12,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import Callable
 from typing import Any
 
 import orjson
 from starlette.requests import Request
-from starlette.responses import Response, StreamingResponse
+from starlette.responses import Response
 
 from reef.core.errors import ReefError
 from reef.core.records import Record
@@ -69,7 +69,7 @@ def _release_headers(release_id: str | None) -> dict[str, str]:
     return {"x-reef-release-id": release_id} if release_id else {}
 
 
-async def _serve(state: Any, request: Request, dialect: Dialect) -> Response:
+async def _serve(state: Any, request: Request, dialect: Dialect) -> Response | StreamRelay:
     started_at = time.time()
     scenario = scenario_of(request)
     body = await json_object(request)
@@ -107,8 +107,7 @@ def _streaming_response(
     stream: CompletionStream,
     tags: dict[str, str],
     started_at: float,
-) -> StreamingResponse:
-
+) -> StreamRelay:
     def record_of(error: str | None = None) -> Record:
         result = stream.result()
         return _inference_record(
@@ -126,30 +125,80 @@ def _streaming_response(
             error=error or result.error,
         )
 
-    async def frames() -> AsyncIterator[bytes]:
+    headers = [
+        (b"content-type", b"text/event-stream; charset=utf-8"),
+        (b"cache-control", b"no-cache"),
+        (b"x-accel-buffering", b"no"),
+    ]
+    if stream.release_id:
+        headers.append((b"x-reef-release-id", stream.release_id.encode()))
+    return StreamRelay(state, dialect, stream, record_of, headers)
+
+
+class _ClientLeft(Exception):
+    pass
+
+
+class StreamRelay:
+    """An SSE relay over plain ASGI (no task group per stream, fewer writes than a generic streaming response).
+
+    Frames that arrived together go out in one write; the held-back terminal frame goes out with the receipt
+    and the end of the body, once the record is durable. A client that leaves ends the relay at the next
+    frame, and what was produced is recorded as cut short.
+    """
+
+    def __init__(
+        self,
+        state: Any,
+        dialect: Dialect,
+        stream: CompletionStream,
+        record_of: Callable[..., Record],
+        headers: list[tuple[bytes, bytes]],
+    ) -> None:
+        self.state = state
+        self.dialect = dialect
+        self.stream = stream
+        self.record_of = record_of
+        self.headers = headers
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        stream = self.stream
+        await send({"type": "http.response.start", "status": 200, "headers": self.headers})
+        # Once the request body is read, `receive` answers only when the client goes away (or we finish).
+        left = asyncio.ensure_future(receive())
         recorded = False
         try:
+            held: list[bytes] = []
             terminal = None
             async for frame in stream.frames():
                 if frame.terminal:
                     terminal = frame
                     break
-                yield frame.data
-            record = record_of()
-            await _remember(state, record)
+                held.append(frame.data)
+                if frame.more:
+                    continue
+                if left.done():
+                    raise _ClientLeft
+                await send({"type": "http.response.body", "body": b"".join(held), "more_body": True})
+                held = []
+            record = self.record_of()
+            await _remember(self.state, record)
             recorded = True
             if terminal is not None:
-                yield receipt_frames(dialect, terminal, stream.last_chunk, record.agent_record_id)
+                held.append(receipt_frames(self.dialect, terminal, stream.last_chunk, record.agent_record_id))
+            await send({"type": "http.response.body", "body": b"".join(held), "more_body": False})
+        except _ClientLeft:
+            pass
         finally:
             if not recorded:
+                left.cancel()
                 # The client left or the upstream broke: keep what was produced, marked incomplete.
-                task = asyncio.get_running_loop().create_task(_record_cut_stream(state, record_of("stream cut short")))
+                task = asyncio.get_running_loop().create_task(
+                    _record_cut_stream(self.state, self.record_of("stream cut short"))
+                )
                 _background.add(task)
                 task.add_done_callback(_background.discard)
             await stream.aclose()
-
-    headers = {"cache-control": "no-cache", "x-accel-buffering": "no", **_release_headers(stream.release_id)}
-    return StreamingResponse(frames(), media_type="text/event-stream", headers=headers)
 
 
 async def _remember(state: Any, record: Record) -> None:
