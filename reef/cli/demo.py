@@ -47,7 +47,9 @@ def add_demo_command(subparsers: Any) -> None:
         ),
     )
     parser.add_argument("--recipe", choices=sorted(PROFILES), default="sft", help="learning recipe (default sft)")
-    parser.add_argument("--rounds", type=int, default=12, help="training rounds, one learner step each (default 12)")
+    parser.add_argument(
+        "--rounds", type=int, help="training rounds, one learner step each (default: the recipe's, 12 for sft)"
+    )
     parser.add_argument(
         "--time-budget", type=float, default=600.0, help="seconds; no round starts that would end past it (600)"
     )
@@ -67,6 +69,7 @@ class DemoRun:
     """Everything the demo measured; `to_json` is what `--json` prints."""
 
     recipe: str
+    metric: str = "exact"  # which held-out figure is the headline: `exact` or `partial`
     baseline: Measurement | None = None
     final: Measurement | None = None
     rounds: list[dict[str, Any]] = dataclasses.field(default_factory=list)
@@ -76,13 +79,16 @@ class DemoRun:
     error: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        baseline = self.baseline.exact if self.baseline else None
-        final = self.final.exact if self.final else None
+        baseline = self.baseline.score(self.metric) if self.baseline else None
+        final = self.final.score(self.metric) if self.final else None
         return {
             "recipe": self.recipe,
+            "metric": self.metric,
             "baseline": baseline,
             "final": final,
             "improvement": round(final - baseline, 4) if baseline is not None and final is not None else None,
+            "baseline_exact": self.baseline.exact if self.baseline else None,
+            "final_exact": self.final.exact if self.final else None,
             "baseline_partial": self.baseline.partial if self.baseline else None,
             "final_partial": self.final.partial if self.final else None,
             "baseline_by_family": self.baseline.by_family if self.baseline else None,
@@ -102,6 +108,7 @@ def run_demo(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, _interrupt)
     console = Console(stderr=args.json, highlight=False, soft_wrap=True)
     profile = PROFILES[args.recipe]
+    args.rounds = args.rounds or profile.rounds
     state_dir = args.state_dir or Path(tempfile.mkdtemp(prefix="reef-demo-"))
     state_dir.mkdir(parents=True, exist_ok=True)
     port = args.port or free_port()
@@ -109,11 +116,11 @@ def run_demo(args: argparse.Namespace) -> int:
     validation = generate("validation", VALIDATION_TASKS, seed=args.seed)
     test = generate("test", TEST_TASKS, seed=args.seed)
     tasks_path = state_dir / "validation.jsonl"
-    _write_jsonl(tasks_path, [t.to_evaluation_row(profile.gate_grading) for t in validation])
+    _write_jsonl(tasks_path, [t.to_evaluation_row(profile.grading) for t in validation])
     _write_jsonl(state_dir / "test.jsonl", [t.to_evaluation_row() for t in test])
     flags = profile.serve_flags(args.learning_rate, args.epochs)
     command = serve_command(profile.recipe, port, state_dir, tasks_path, profile.batch_size, flags)
-    run = DemoRun(recipe=profile.recipe)
+    run = DemoRun(recipe=profile.recipe, metric=profile.grading)
     run.settings = {
         "rounds": args.rounds,
         "time_budget_s": args.time_budget,
@@ -193,7 +200,7 @@ async def _rounds(
             entry["heldout_exact"] = run.final.exact
             entry["heldout_partial"] = run.final.partial
             run.rounds.append(entry)
-            _print_round(console, entry, args.rounds, run.baseline.exact)
+            _print_round(console, entry, args.rounds, run)
             if entry["verdict"] == "timeout":
                 console.print("  the learner did not finish the step within the time budget; stopping")
                 break
@@ -276,15 +283,17 @@ def _training_tasks(profile: RecipeProfile, rounds: int, seed: int) -> Iterator[
         yield batch
 
 
-def _print_round(console: Console, entry: dict[str, Any], rounds: int, baseline: float) -> None:
+def _print_round(console: Console, entry: dict[str, Any], rounds: int, run: DemoRun) -> None:
     verdict = entry["verdict"]
     color = {"published": "green", "rejected": "yellow"}.get(verdict, "red")
-    gain = entry["heldout_exact"] - baseline
+    assert run.baseline is not None
+    score = entry[f"heldout_{run.metric}"]
+    gain = score - run.baseline.score(run.metric)
     measured = "" if entry["measured"] else " (unchanged)"
     console.print(
         f"  round {entry['round']:>2}/{rounds} · step {entry['step']} [{color}]{verdict}[/] · "
-        f"train score {entry['train_score'] or 0:.2f} · held-out exact [bold]{entry['heldout_exact']:.2f}[/] "
-        f"({gain:+.2f}){measured} · {entry['round_s']:.0f} s (total {entry['elapsed_s']:.0f} s)"
+        f"train score {entry['train_score'] or 0:.2f} · held-out {run.metric} [bold]{score:.2f}[/] ({gain:+.2f})"
+        f"{measured} · exact {entry['heldout_exact']:.2f} · {entry['round_s']:.0f} s (total {entry['elapsed_s']:.0f} s)"
     )
 
 
@@ -295,8 +304,9 @@ def _finish(run: DemoRun, args: argparse.Namespace, console: Console) -> None:
         console.print(f"  report written to {args.report}")
     if run.baseline is not None and run.final is not None:
         console.print(
-            f"[bold]held-out exact match {run.baseline.exact:.2f} → {run.final.exact:.2f} "
-            f"({run.final.exact - run.baseline.exact:+.2f})[/] in {run.wall_s:.0f} s, "
+            f"[bold]held-out {run.metric} {result['baseline']:.2f} → {result['final']:.2f} "
+            f"({result['improvement']:+.2f})[/] (exact {run.baseline.exact:.2f} → {run.final.exact:.2f}) "
+            f"in {run.wall_s:.0f} s, "
             f"{result['published']} of {len(run.rounds)} steps published"
         )
     if args.json:

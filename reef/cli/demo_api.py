@@ -33,6 +33,10 @@ class Measurement:
     release_id: str | None
     wall_s: float
 
+    def score(self, metric: str) -> float:
+        """The figure `metric` (`exact` or `partial`) names."""
+        return self.partial if metric == "partial" else self.exact
+
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 from typing import Any
 
 from reef.cli.demo_api import Answer
@@ -25,11 +26,17 @@ class RecipeProfile:
     learning_rate: float
     epochs: int
     batch_size: int
+    rounds: int = 12
+    target_modules: tuple[str, ...] = ()  # empty: the training default (every projection)
     recipe_config: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     @property
-    def gate_grading(self) -> str:
-        """How the learner's gate grades validation answers: like this recipe's reports."""
+    def grading(self) -> str:
+        """How answers are graded: in reports, in the learner's gate and in the headline held-out score.
+
+        `exact` for sft; `partial` (see `partial_credit`) for the RL recipes, so they have a signal while
+        exact answers are still rare. Both figures are measured and reported either way.
+        """
         return "exact" if self.recipe == "sft" else "partial"
 
     def score(self, answer: Answer) -> float:
@@ -59,7 +66,12 @@ class RecipeProfile:
             # often change no exact answer yet, and rejecting them would restart every step from the base.
             "--evaluation.margin",
             "-1",
+            # The demo waits for each step, so training may use every core.
+            "--training.threads",
+            str(os.cpu_count() or 2),
         ]
+        if self.target_modules:
+            flags += ["--training.target-modules", "[" + ", ".join(self.target_modules) + "]"]
         if self.recipe_config:
             flags += ["--learning.recipe-config", json.dumps(self.recipe_config)]
         return flags
@@ -73,8 +85,9 @@ PROFILES: dict[str, RecipeProfile] = {
     ),
     # Sampled answers so the policy explores (temperature 1 makes SmolLM2 ramble); short completions.
     "rl": RecipeProfile(
-        "rl", prompts_per_round=8, samples_per_prompt=1, temperature=0.7, max_tokens=12,
-        learning_rate=1e-3, epochs=2, batch_size=8, recipe_config={"baseline_decay": 0.8},
+        "rl", prompts_per_round=16, samples_per_prompt=1, temperature=0.7, max_tokens=12,
+        learning_rate=1e-3, epochs=2, batch_size=16, rounds=40, target_modules=("q_proj", "v_proj"),
+        recipe_config={"baseline_decay": 0.8},
     ),
     # k samples per prompt; advantages are relative within each prompt's group.
     "grpo": RecipeProfile(

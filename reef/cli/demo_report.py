@@ -20,14 +20,17 @@ th { background: #f6f8fa; } td.text { text-align: left; }
 """
 
 
-def learning_curve_points(result: dict[str, Any]) -> list[tuple[int, float]]:
-    """(round, held-out exact) from the baseline (round 0) through every round."""
+METRIC_NAMES = {"exact": "exact match", "partial": "partial credit"}
+
+
+def learning_curve_points(result: dict[str, Any], metric: str = "exact") -> list[tuple[int, float]]:
+    """(round, held-out `metric`) from the baseline (round 0) through every round."""
     points: list[tuple[int, float]] = []
-    if result.get("baseline") is not None:
-        points.append((0, float(result["baseline"])))
+    if result.get(f"baseline_{metric}") is not None:
+        points.append((0, float(result[f"baseline_{metric}"])))
     for entry in result.get("rounds") or []:
-        if entry.get("heldout_exact") is not None:
-            points.append((int(entry["round"]), float(entry["heldout_exact"])))
+        if entry.get(f"heldout_{metric}") is not None:
+            points.append((int(entry["round"]), float(entry[f"heldout_{metric}"])))
     return points
 
 
@@ -79,13 +82,8 @@ def curve_svg(points: list[tuple[int, float]], partial: list[tuple[int, float]] 
 
 def render_report(result: dict[str, Any]) -> str:
     """The whole HTML page for a demo result (the `--json` object)."""
-    points = learning_curve_points(result)
-    partial = [(0, float(result["baseline_partial"]))] if result.get("baseline_partial") is not None else []
-    partial += [
-        (int(r["round"]), float(r["heldout_partial"]))
-        for r in result.get("rounds") or []
-        if r.get("heldout_partial") is not None
-    ]
+    points = learning_curve_points(result, "exact")
+    partial = learning_curve_points(result, "partial")
     baseline, final = result.get("baseline"), result.get("final")
     headline = (
         "no measurement"
@@ -103,7 +101,7 @@ def render_report(result: dict[str, Any]) -> str:
 <html lang="en"><head><meta charset="utf-8"><title>Reef demo · {_e(result.get("recipe"))}</title>
 <style>{_STYLE}</style></head><body>
 <h1>Reef demo · recipe <code>{_e(result.get("recipe"))}</code></h1>
-<p>Held-out exact match</p><p class="big">{_e(headline)}</p>
+<p>Held-out score ({_e(METRIC_NAMES.get(result.get("metric") or "exact"))})</p><p class="big">{_e(headline)}</p>
 <p class="muted">{result.get("published", 0)} of {len(result.get("rounds") or [])} learner steps published ·
 wall time {float(result.get("wall_s") or 0):.0f} s (server start {float(result.get("startup_s") or 0):.0f} s)</p>
 {error}

@@ -91,6 +91,7 @@ class TrainingSettings(_Section):
     micro_batch_size: int = Field(8, gt=0)
     max_seq_len: int = Field(512, gt=0)
     seed: int = 0
+    threads: int = Field(0, ge=0)  # local backend's torch threads; 0: all cores but one (serving keeps a core)
 
 
 class EvaluationSettings(_Section):
@@ -99,6 +100,7 @@ class EvaluationSettings(_Section):
     margin: float = 0.0
     max_new_tokens: int = Field(64, gt=0)
     temperature: float = Field(0.0, ge=0)
+    max_parallel_tasks: int = Field(8, gt=0)  # tasks in flight at once (each sends candidate and current together)
 
 
 class HarnessSettings(_Section):

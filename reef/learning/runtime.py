@@ -82,7 +82,11 @@ class Runtime:
             return make(self.engine)
         candidate_prompt = harness_system_prompt if self.recipe.surface == "harness" else None
         return TaskEvaluator(
-            self.engine, self.settings, context_for=self.context_for, candidate_prompt=candidate_prompt
+            self.engine,
+            self.settings,
+            context_for=self.context_for,
+            candidate_prompt=candidate_prompt,
+            max_parallel_tasks=self.settings.evaluation.max_parallel_tasks,
         )
 
     def _default_selector(self) -> Selector:

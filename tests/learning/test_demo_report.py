@@ -16,8 +16,11 @@ from reef.cli.demo_tasks import DemoTask
 def _result() -> dict:
     return {
         "recipe": "sft",
+        "metric": "exact",
         "baseline": 0.0,
         "final": 0.5,
+        "baseline_exact": 0.0,
+        "final_exact": 0.5,
         "baseline_partial": 0.4,
         "final_partial": 0.6,
         "baseline_by_family": {"add": 0.0, "city": 0.0},
@@ -36,6 +39,7 @@ def _result() -> dict:
 
 def test_the_curve_starts_at_the_baseline_and_has_a_point_per_round() -> None:
     assert learning_curve_points(_result()) == [(0, 0.0), (1, 0.2), (2, 0.2), (3, 0.5)]
+    assert learning_curve_points(_result(), "partial") == [(0, 0.4), (1, 0.5), (3, 0.6)]
 
 
 def test_the_curve_is_well_formed_svg_with_one_marker_per_point() -> None:

@@ -50,13 +50,16 @@ def test_the_training_backend_follows_the_settings():
     assert isinstance(backend, RayBackend) and backend.address == "ray://10.0.0.1:10001"
 
 
-def test_the_local_backend_trains_in_a_subprocess_and_streams_progress(base_model_path, tmp_path):
-    events: list[dict] = []
-    result = LocalProcessBackend(work_dir=tmp_path / "jobs").run(job(base_model_path, tmp_path / "out"), events.append)
-    assert [e["step"] for e in events] == [1] and events[0]["loss"] > 0
-    assert result.adapter_path == tmp_path / "out" and result.metrics["samples"] == 2
-    assert list((tmp_path / "jobs").iterdir()) == []  # a finished job leaves no job directory behind
-    assert_loadable_adapter(base_model_path, result.adapter_path)
+def test_the_local_backend_trains_in_a_child_process_and_streams_progress(base_model_path, tmp_path):
+    backend = LocalProcessBackend(work_dir=tmp_path / "jobs")
+    for attempt in ("first", "second"):  # the second job is forked from the same warm server
+        events: list[dict] = []
+        result = backend.run(job(base_model_path, tmp_path / attempt), events.append)
+        assert [e["step"] for e in events] == [1] and events[0]["loss"] > 0
+        assert result.adapter_path == tmp_path / attempt and result.metrics["samples"] == 2
+        assert result.metrics["pid"] != os.getpid()
+        assert list((tmp_path / "jobs").iterdir()) == []  # a finished job leaves no job directory behind
+        assert_loadable_adapter(base_model_path, result.adapter_path)
 
 
 def test_a_failing_local_job_raises_with_the_tail_of_its_log(tmp_path):

@@ -18,4 +18,4 @@ def open_training_backend(settings: TrainingSettings) -> TrainingBackend:
     """The backend `training.backend` names (`local` subprocess, or `ray` at `training.ray_address`)."""
     if settings.backend == "ray":
         return RayBackend(address=settings.ray_address)
-    return LocalProcessBackend()
+    return LocalProcessBackend(threads=settings.threads or None)

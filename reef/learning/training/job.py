@@ -6,6 +6,7 @@ The one function both backends launch (`local`: in a subprocess, `ray`: as a Ray
 
 from __future__ import annotations
 
+import os
 import random
 import resource
 import time
@@ -79,6 +80,7 @@ def run_training_job(job: TrainingJob, progress: Progress | None = None) -> Trai
         "device": device,
         "full_finetune": bool(config.get("full_finetune", False)),
         "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        "pid": os.getpid(),
     }
     return TrainingResult(adapter_path=job.output_dir, metrics=metrics)
 
