@@ -2,6 +2,8 @@
 
 Advantage: A = (r − b) / max(s, min_std), where b and s² are exponential moving averages
 (decay `baseline_decay`) of the scenario's scores and their spread, taken before r is folded in.
+With `baseline_by: KEY`, reports carrying `metadata.KEY` (a task kind, a user, a tool) get a running baseline per
+value instead (reports without it share the scenario's), so an easy kind of task does not read as a good answer.
 Loss (`reef.learning.training.losses.clipped_policy_loss`), per completion token t of the cited rollout:
 
     ratio_t = exp(log π(y_t) − log π_recorded(y_t))
@@ -15,6 +17,7 @@ Report: `score` (required) and `references`. The baseline restarts from the unco
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 from reef.core.errors import BadRequest
@@ -50,9 +53,23 @@ class RunningBaseline:
 class RLProcessor(ReportJoiningProcessor):
     """One unit per scored report: each cited rollout with its recorded log-probs and the report's advantage."""
 
-    def __init__(self, units_per_batch: int, baseline: RunningBaseline) -> None:
+    def __init__(
+        self, units_per_batch: int, new_baseline: Callable[[], RunningBaseline], baseline_by: str | None = None
+    ) -> None:
         super().__init__(units_per_batch)
-        self.baseline = baseline
+        self.new_baseline = new_baseline
+        self.baseline_by = baseline_by
+        self.baselines: dict[str | None, RunningBaseline] = {}
+
+    def baseline_for(self, report: Record) -> RunningBaseline:
+        """The scenario's running baseline, or the one of the report's `metadata[baseline_by]` value."""
+        key = None
+        if self.baseline_by:
+            value = ((report.payload or {}).get("metadata") or {}).get(self.baseline_by)
+            key = None if value is None else str(value)
+        if key not in self.baselines:
+            self.baselines[key] = self.new_baseline()
+        return self.baselines[key]
 
     def join(self, report: Record, rollouts: list[Rollout]) -> None:
         record_ids = [report.agent_record_id, *(r.record_id for r in rollouts)]
@@ -60,7 +77,7 @@ class RLProcessor(ReportJoiningProcessor):
         if not samples:
             self.skip(record_ids, "no_training_capture" if rollouts else "no_references")
             return
-        advantage = self.baseline.advantage(float((report.payload or {})["score"]))
+        advantage = self.baseline_for(report).advantage(float((report.payload or {})["score"]))
         self.add_unit(record_ids, [{**s, "advantage": advantage} for s in samples])
 
 
@@ -75,6 +92,7 @@ class RLRecipe(WeightsRecipe):
         "kl_coef": 0.0,
         "baseline_decay": 0.9,
         "min_std": 0.1,
+        "baseline_by": None,
     }
 
     def validate_report(self, report: dict[str, Any]) -> None:
@@ -82,8 +100,13 @@ class RLRecipe(WeightsRecipe):
 
     def processor(self) -> RLProcessor:
         config = self.config()
-        baseline = RunningBaseline(float(config["baseline_decay"]), float(config["min_std"]))
-        return RLProcessor(self.settings.learning.batch_size, baseline)
+        decay, min_std = float(config["baseline_decay"]), float(config["min_std"])
+        baseline_by = config.get("baseline_by")
+        return RLProcessor(
+            self.settings.learning.batch_size,
+            lambda: RunningBaseline(decay, min_std),
+            str(baseline_by) if baseline_by else None,
+        )
 
 
 RECIPE = RLRecipe

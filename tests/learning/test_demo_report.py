@@ -72,6 +72,8 @@ def test_sft_reports_the_right_answer_as_the_demonstration_and_scores_exactly() 
     assert PROFILES["sft"].metadata(answer, None) == {"demonstration": "Rome"}
     assert 0.0 < PROFILES["rl"].score(answer) < 1.0
     assert PROFILES["grpo"].metadata(answer, "g1") == {"group": "g1"}
+    assert PROFILES["rl"].metadata(answer, None) == {"task": answer.task.family}
+    assert PROFILES["rl"].recipe_config["baseline_by"] == "task"
 
 
 def test_every_profile_fills_one_learner_batch_per_round() -> None:
@@ -91,5 +93,9 @@ def test_the_serve_command_parses_as_valid_settings(tmp_path: Path) -> None:
         assert settings.learning.recipe == profile.recipe
         assert settings.learning.batch_size == profile.batch_size
         assert settings.training.learning_rate == profile.learning_rate
-        assert settings.evaluation.margin == -1
+        assert settings.evaluation.margin == profile.gate_margin
         assert settings.learning.recipe_config == profile.recipe_config
+        assert settings.training.micro_batch_size == profile.micro_batch_size
+        assert settings.training.threads >= 1
+        if profile.target_modules:
+            assert settings.training.target_modules == list(profile.target_modules)

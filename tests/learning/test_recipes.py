@@ -130,6 +130,20 @@ def test_the_rl_processor_uses_recorded_tokens_and_skips_rollouts_without_captur
     assert sorted(batch.record_ids) == ["i1", "i2", "i3", "r1", "r2", "r3"]
 
 
+def test_rl_keeps_a_running_baseline_per_metadata_value_when_asked():
+    config = {"baseline_decay": 0.5, "min_std": 1.0, "baseline_by": "task"}
+    processor = load_recipe("rl", settings("rl", batch_size=4, **config)).processor()
+    for number in range(1, 5):
+        processor.ingest(inference(f"k{number}"))
+    # An easy kind scores high, a hard one low: each is judged against its own kind.
+    processor.ingest(report("q1", ["k1"], score=1.0, metadata={"task": "easy"}))
+    processor.ingest(report("q2", ["k2"], score=1.0, metadata={"task": "easy"}))
+    processor.ingest(report("q3", ["k3"], score=0.0, metadata={"task": "hard"}))
+    processor.ingest(report("q4", ["k4"], score=0.5))  # no task: the scenario's own baseline
+    advantages = [s["advantage"] for s in processor.build_batch().samples]
+    assert advantages == [pytest.approx(1.0), pytest.approx(0.5), pytest.approx(0.0), pytest.approx(0.5)]
+
+
 def test_grpo_waits_for_a_full_group_and_normalizes_advantages_within_it():
     processor = load_recipe("grpo", settings("grpo", batch_size=2, group_size=2)).processor()
     processor.ingest(inference("i1", tags={"group": "g"}))
