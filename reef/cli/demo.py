@@ -87,6 +87,8 @@ class DemoRun:
             "baseline": baseline,
             "final": final,
             "improvement": round(final - baseline, 4) if baseline is not None and final is not None else None,
+            "baseline_ci95": self.baseline.interval(self.metric) if self.baseline else None,
+            "final_ci95": self.final.interval(self.metric) if self.final else None,
             "baseline_exact": self.baseline.exact if self.baseline else None,
             "final_exact": self.final.exact if self.final else None,
             "baseline_partial": self.baseline.partial if self.baseline else None,
@@ -305,7 +307,8 @@ def _finish(run: DemoRun, args: argparse.Namespace, console: Console) -> None:
     if run.baseline is not None and run.final is not None:
         console.print(
             f"[bold]held-out {run.metric} {result['baseline']:.2f} → {result['final']:.2f} "
-            f"({result['improvement']:+.2f})[/] (exact {run.baseline.exact:.2f} → {run.final.exact:.2f}) "
+            f"({result['improvement']:+.2f})[/] (95% interval of the final {result['final_ci95'][0]:.2f}–"
+            f"{result['final_ci95'][1]:.2f}; exact {run.baseline.exact:.2f} → {run.final.exact:.2f}) "
             f"in {run.wall_s:.0f} s, "
             f"{result['published']} of {len(run.rounds)} steps published"
         )

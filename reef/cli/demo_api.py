@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import math
+import statistics
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -32,10 +34,17 @@ class Measurement:
     by_family: dict[str, float]
     release_id: str | None
     wall_s: float
+    # 95% intervals over the test tasks: Wilson for exact match, a normal interval of the mean for partial credit.
+    exact_ci95: tuple[float, float] = (0.0, 1.0)
+    partial_ci95: tuple[float, float] = (0.0, 1.0)
 
     def score(self, metric: str) -> float:
         """The figure `metric` (`exact` or `partial`) names."""
         return self.partial if metric == "partial" else self.exact
+
+    def interval(self, metric: str) -> tuple[float, float]:
+        """The 95% interval of `score(metric)`."""
+        return self.partial_ci95 if metric == "partial" else self.exact_ci95
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -114,6 +123,8 @@ class ReefAPI:
             by_family={name: round(_mean(scores), 4) for name, scores in sorted(families.items())},
             release_id=releases.pop() if len(releases) == 1 else None,
             wall_s=round(time.monotonic() - started, 2),
+            exact_ci95=wilson_interval(sum(exact), len(exact)),
+            partial_ci95=mean_interval(partial),
         )
 
     async def status(self) -> dict[str, Any]:
@@ -168,6 +179,26 @@ class ReefAPI:
             if (await self.status()).get("current_release_id") == release_id:
                 return
             await asyncio.sleep(0.5)
+
+
+def wilson_interval(successes: float, n: int, z: float = 1.96) -> tuple[float, float]:
+    """Wilson score interval of a proportion (sound near 0 and 1, unlike the normal approximation)."""
+    if n == 0:
+        return (0.0, 1.0)
+    p = successes / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return (round(max(0.0, centre - half), 4), round(min(1.0, centre + half), 4))
+
+
+def mean_interval(values: Sequence[float], z: float = 1.96) -> tuple[float, float]:
+    """Normal-approximation interval of the mean of scores in [0, 1], clipped to [0, 1]."""
+    n = len(values)
+    if n < 2:
+        return (0.0, 1.0)
+    mean = sum(values) / n
+    half = z * statistics.stdev(values) / math.sqrt(n)
+    return (round(max(0.0, mean - half), 4), round(min(1.0, mean + half), 4))
 
 
 def _mean(values: Sequence[float]) -> float:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import xml.etree.ElementTree as ElementTree
 from pathlib import Path
 
+import pytest
+
 from reef.cli.config import load_settings, parse_overrides
 from reef.cli.demo_api import Answer
 from reef.cli.demo_recipes import PROFILES
@@ -99,3 +101,14 @@ def test_the_serve_command_parses_as_valid_settings(tmp_path: Path) -> None:
         assert settings.training.threads >= 1
         if profile.target_modules:
             assert settings.training.target_modules == list(profile.target_modules)
+
+
+def test_the_intervals_of_a_held_out_score() -> None:
+    from reef.cli.demo_api import mean_interval, wilson_interval
+
+    low, high = wilson_interval(10, 35)
+    assert 0.15 < low < 10 / 35 < high < 0.46
+    assert wilson_interval(0, 35)[0] == 0.0 and wilson_interval(0, 35)[1] < 0.11
+    low, high = mean_interval([0.2, 0.4, 0.6, 0.8])
+    assert low == pytest.approx(0.247, abs=0.001) and high == pytest.approx(0.753, abs=0.001)
+    assert mean_interval([1.0]) == (0.0, 1.0)
