@@ -190,8 +190,8 @@ class StreamRelay:
         except _ClientLeft:
             pass
         finally:
+            left.cancel()
             if not recorded:
-                left.cancel()
                 # The client left or the upstream broke: keep what was produced, marked incomplete.
                 task = asyncio.get_running_loop().create_task(
                     _record_cut_stream(self.state, self.record_of("stream cut short"))
