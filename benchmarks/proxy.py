@@ -44,7 +44,16 @@ def run_wrk(url: str, body: dict, duration_s: int, connections: int) -> dict[str
     with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as script:
         script.write(LUA.format(body=json.dumps(body)))
     out = subprocess.run(
-        ["wrk", "-t2", f"-c{connections}", f"-d{duration_s}s", "--latency", "-s", script.name, url],
+        [
+            "wrk",
+            f"-t{min(2, connections)}",
+            f"-c{connections}",
+            f"-d{duration_s}s",
+            "--latency",
+            "-s",
+            script.name,
+            url,
+        ],
         capture_output=True,
         text=True,
         check=True,
