@@ -292,10 +292,11 @@ def _print_round(console: Console, entry: dict[str, Any], rounds: int, run: Demo
     score = entry[f"heldout_{run.metric}"]
     gain = score - run.baseline.score(run.metric)
     measured = "" if entry["measured"] else " (unchanged)"
+    exact = "" if run.metric == "exact" else f" · exact {entry['heldout_exact']:.2f}"
     console.print(
         f"  round {entry['round']:>2}/{rounds} · step {entry['step']} [{color}]{verdict}[/] · "
         f"train score {entry['train_score'] or 0:.2f} · held-out {run.metric} [bold]{score:.2f}[/] ({gain:+.2f})"
-        f"{measured} · exact {entry['heldout_exact']:.2f} · {entry['round_s']:.0f} s (total {entry['elapsed_s']:.0f} s)"
+        f"{measured}{exact} · {entry['round_s']:.0f} s (total {entry['elapsed_s']:.0f} s)"
     )
 
 
