@@ -42,52 +42,16 @@ _LOAD_PATHS: dict[str, tuple[str, str]] = {
 
 def build_command(backend: Backend, settings: InferenceSettings, model_dir: Path, port: int) -> list[str]:
     """The command line that starts `backend` serving `model_dir` on 127.0.0.1:`port` with runtime LoRA on."""
-    name = served_name(settings)
     loras = str(settings.max_resident_adapters)
+    model_flag = "--model" if backend == "vllm" else "--model-path"
+    command = [sys.executable, "-m", _MODULES[backend], model_flag, str(model_dir), "--host", "127.0.0.1"]
+    command += ["--port", str(port), "--served-model-name", served_name(settings), "--enable-lora"]
+    command += ["--max-lora-rank", str(MAX_LORA_RANK)]
     if backend == "vllm":
-        command = [
-            sys.executable,
-            "-m",
-            _MODULES["vllm"],
-            "--model",
-            str(model_dir),
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--served-model-name",
-            name,
-            "--enable-lora",
-            "--max-loras",
-            loras,
-            "--max-lora-rank",
-            str(MAX_LORA_RANK),
-            "--max-num-seqs",
-            str(settings.max_batch_size),
-        ]
+        command += ["--max-loras", loras, "--max-num-seqs", str(settings.max_batch_size)]
     else:
-        command = [
-            sys.executable,
-            "-m",
-            _MODULES["sglang"],
-            "--model-path",
-            str(model_dir),
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--served-model-name",
-            name,
-            "--enable-lora",
-            "--max-loras-per-batch",
-            loras,
-            "--max-lora-rank",
-            str(MAX_LORA_RANK),
-            "--lora-target-modules",
-            "all",
-            "--max-running-requests",
-            str(settings.max_batch_size),
-        ]
+        command += ["--max-loras-per-batch", loras, "--lora-target-modules", "all"]
+        command += ["--max-running-requests", str(settings.max_batch_size)]
     if settings.dtype != "auto":
         command += ["--dtype", settings.dtype]
     if settings.device == "cpu" and backend == "vllm":
