@@ -252,33 +252,32 @@ class UpstreamStream(CompletionStream):
             self._response.close()
             raise
 
-    def _relay(self, raw: bytes) -> list[StreamFrame]:
-        """The client frames one upstream event becomes (byte-exact when no translation is needed)."""
+    def _relay(self, raw: bytes) -> list[tuple[bytes, bool]]:
+        """(bytes, terminal) of each client frame one upstream event becomes (byte-exact without translation)."""
         event = parse_event(raw)
         if self._converter is None:
             return [self._observe(event, raw)]
         return [self._observe(out, encode_event(out)) for out in self._converter.feed(event)]
 
-    def _observe(self, event: SSEEvent, raw: bytes) -> StreamFrame:
+    def _observe(self, event: SSEEvent, raw: bytes) -> tuple[bytes, bool]:
         self._assembler.feed(event)
         if self._dialect is Dialect.CHAT and isinstance(event.data, dict):
             self.last_chunk = event.data
         terminal = is_terminal(self._dialect, event)
         if terminal and isinstance(event.data, dict) and event.name == "response.failed":
             self._error = "the upstream response failed"
-        return StreamFrame(raw, terminal)
+        return raw, terminal
 
     async def frames(self) -> AsyncIterator[StreamFrame]:
         try:
             while True:
-                ready = self._take_pending()
-                for index, frame in enumerate(ready):
+                for frame in self._take_pending():
                     if frame.terminal:
                         self._terminal_seen = True  # complete once the client is handed the terminal frame
                         await self._drain()
                         yield frame
                         return
-                    yield StreamFrame(frame.data, more=index < len(ready) - 1)
+                    yield frame
                 if self._closed:
                     return
                 chunk = await self._response.content.readany()
@@ -299,16 +298,21 @@ class UpstreamStream(CompletionStream):
             self._finish_response()
 
     def _take_pending(self) -> list[StreamFrame]:
-        """The client frames of every event read so far, up to and including the terminal one."""
-        ready: list[StreamFrame] = []
+        """The client frames of every event read so far, up to and including the terminal one.
+
+        Each but the last is marked `more`: they arrived together and may leave together.
+        """
+        ready: list[tuple[bytes, bool]] = []
         for raw in self._pending:
-            for frame in self._relay(raw):
-                ready.append(frame)
-                if frame.terminal:
-                    self._pending = []
-                    return ready
+            for data, terminal in self._relay(raw):
+                ready.append((data, terminal))
+                if terminal:
+                    break
+            if ready and ready[-1][1]:
+                break
         self._pending = []
-        return ready
+        last = len(ready) - 1
+        return [StreamFrame(data, terminal, more=index < last) for index, (data, terminal) in enumerate(ready)]
 
     async def _drain(self) -> None:
         # Reading to the end of the body lets the connection go back to the pool instead of being dropped.
