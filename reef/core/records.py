@@ -35,6 +35,12 @@ def new_record_id() -> str:
     return f"rec_{_ID_PREFIX}{next(_ID_COUNTER):012x}"
 
 
+def minted_here(agent_record_id: str) -> bool:
+    """Whether `new_record_id()` of this process made this id (no other process or client can have stored it,
+    unless a client reuses a receipt as its own id: stores must still refuse a duplicate)."""
+    return agent_record_id.startswith(f"rec_{_ID_PREFIX}")
+
+
 def content_hash(payload: Any) -> str:
     """Stable digest of a JSON-able payload (sorted keys), used for idempotent retries.
 

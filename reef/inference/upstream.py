@@ -1,18 +1,18 @@
 """The upstream proxy engine: forwards provider-native requests to an OpenAI / Responses / Anthropic provider.
 
-One pooled aiohttp session serves every request. Bodies go upstream unchanged (only a missing `model` is filled)
-and come back byte-exact, unless the client's dialect differs from the upstream's: then the request, the answer
-and the event stream are translated on the fly (`reef.inference.translate`).
+One pooled HTTP client (`reef.inference.http_client`) serves every request. Bodies go upstream unchanged (only a
+missing `model` is filled) and come back byte-exact, unless the client's dialect differs from the upstream's: then
+the request, the answer and the event stream are translated on the fly (`reef.inference.translate`).
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-import aiohttp
 import orjson
 
 from reef.core.errors import UpstreamError, UpstreamRejected, UpstreamTimeout
@@ -20,6 +20,7 @@ from reef.core.releases import Release
 from reef.core.scenarios import Dialect
 from reef.core.settings import InferenceSettings
 from reef.inference.base import Completion, CompletionStream, Engine, RequestContext, StreamFrame, StreamResult
+from reef.inference.http_client import HttpClient, HttpClientError, HttpResponse
 from reef.inference.sse import SSEEvent, SSESplitter, encode_event, is_terminal, parse_event
 from reef.inference.translate import (
     StreamConverter,
@@ -83,12 +84,7 @@ class UpstreamEngine(Engine):
                 self._headers["x-api-key"] = key
         elif key:
             self._headers["authorization"] = f"Bearer {key}"
-        self._timeout = aiohttp.ClientTimeout(total=settings.timeout_s)
-        # A stream may run long; only connecting and each wait for the next bytes are bounded.
-        self._stream_timeout = aiohttp.ClientTimeout(
-            total=None, sock_connect=settings.timeout_s, sock_read=settings.timeout_s
-        )
-        self._session: aiohttp.ClientSession | None = None
+        self._http: HttpClient | None = None
         self._active: dict[str, str | None] = {}
         self._models: list[dict[str, Any]] = [self._fallback_model()]
 
@@ -96,20 +92,22 @@ class UpstreamEngine(Engine):
         return {"id": self._model or "upstream", "object": "model", "created": 0, "owned_by": "upstream"}
 
     async def start(self) -> None:
-        connector = aiohttp.TCPConnector(limit=self._settings.max_connections, limit_per_host=0, ttl_dns_cache=300)
-        self._session = aiohttp.ClientSession(connector=connector, skip_auto_headers=("User-Agent",))
+        self._http = HttpClient(self._base, self._headers, max_connections=self._settings.max_connections)
         with contextlib.suppress(Exception):  # the model list is a courtesy; an upstream without it still serves
-            timeout = aiohttp.ClientTimeout(total=min(MODELS_PROBE_TIMEOUT_S, self._settings.timeout_s))
-            async with self._session.get(self._base + "/v1/models", headers=self._headers, timeout=timeout) as resp:
-                if resp.status == 200:
-                    data = (await resp.json(loads=orjson.loads)).get("data")
-                    if isinstance(data, list) and data:
-                        self._models = data
+            async with asyncio.timeout(min(MODELS_PROBE_TIMEOUT_S, self._settings.timeout_s)):
+                response = await self._http.request("GET", "/v1/models")
+                try:
+                    raw = await response.read()
+                finally:
+                    response.release()
+            data = orjson.loads(raw).get("data") if response.status == 200 else None
+            if isinstance(data, list) and data:
+                self._models = data
 
     async def aclose(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        if self._http is not None:
+            await self._http.aclose()
+            self._http = None
 
     # --- requests ---------------------------------------------------------------------------------------------
 
@@ -124,29 +122,26 @@ class UpstreamEngine(Engine):
     def _release_id(self, ctx: RequestContext) -> str | None:
         return ctx.release_id or self._active.get(ctx.scenario)
 
-    def _client(self) -> aiohttp.ClientSession:
-        if self._session is None:
+    def _client(self) -> HttpClient:
+        if self._http is None:
             raise RuntimeError("UpstreamEngine.start() was not called")
-        return self._session
+        return self._http
 
-    async def _post(self, path: str, payload: bytes, timeout: aiohttp.ClientTimeout) -> aiohttp.ClientResponse:
-        try:
-            return await self._client().post(self._base + path, data=payload, headers=self._headers, timeout=timeout)
-        except TimeoutError:
-            raise UpstreamTimeout(f"the upstream did not answer within {self._settings.timeout_s:g} s")
-        except aiohttp.ClientError as exc:
-            raise UpstreamError(f"the upstream could not be reached: {type(exc).__name__}")
+    def _timed_out(self) -> UpstreamTimeout:
+        return UpstreamTimeout(f"the upstream did not answer within {self._settings.timeout_s:g} s")
 
     async def _read_whole(self, path: str, payload: bytes) -> tuple[int, bytes]:
-        response = await self._post(path, payload, self._timeout)
         try:
-            raw = await response.read()
+            async with asyncio.timeout(self._settings.timeout_s):
+                response = await self._client().request("POST", path, payload)
+                try:
+                    raw = await response.read()
+                finally:
+                    response.release()
         except TimeoutError:
-            raise UpstreamTimeout(f"the upstream did not answer within {self._settings.timeout_s:g} s")
-        except aiohttp.ClientError as exc:
-            raise UpstreamError(f"the upstream connection broke: {type(exc).__name__}")
-        finally:
-            response.release()
+            raise self._timed_out()
+        except HttpClientError as exc:
+            raise UpstreamError(f"the upstream could not be reached or broke off: {exc}")
         if response.status >= 500:
             raise UpstreamError(f"the upstream answered {response.status}")
         return response.status, raw
@@ -168,11 +163,19 @@ class UpstreamEngine(Engine):
 
     async def stream(self, dialect: Dialect, body: dict[str, Any], ctx: RequestContext) -> CompletionStream:
         request, payload = self._prepare(dialect, body, ctx)
-        response = await self._post(PATHS[self._dialect], payload, self._stream_timeout)
+        timeout_s = self._settings.timeout_s
+        try:
+            # A stream may run long: only getting its head and each wait for more of it are bounded.
+            response = await self._client().request("POST", PATHS[self._dialect], payload, timeout_s)
+        except TimeoutError:
+            raise self._timed_out()
+        except HttpClientError as exc:
+            raise UpstreamError(f"the upstream could not be reached: {exc}")
         if response.status >= 400:
             try:
-                raw = await response.read()
-            except (TimeoutError, aiohttp.ClientError):
+                async with asyncio.timeout(timeout_s):
+                    raw = await response.read()
+            except (TimeoutError, HttpClientError):
                 raw = b""
             finally:
                 response.release()
@@ -181,7 +184,7 @@ class UpstreamEngine(Engine):
             error = convert_error(_parse_json(raw), self._dialect, dialect)
             raw = raw if dialect is self._dialect else orjson.dumps(error)
             raise _rejected(response.status, raw, error)
-        relay = UpstreamStream(response, dialect, self._dialect, request, self._release_id(ctx))
+        relay = UpstreamStream(response, timeout_s, dialect, self._dialect, request, self._release_id(ctx))
         await relay.open()
         return relay
 
@@ -215,7 +218,8 @@ class UpstreamStream(CompletionStream):
 
     def __init__(
         self,
-        response: aiohttp.ClientResponse,
+        response: HttpResponse,
+        timeout_s: float,
         dialect: Dialect,
         upstream: Dialect,
         request: dict[str, Any],
@@ -225,6 +229,7 @@ class UpstreamStream(CompletionStream):
         self.release_id = release_id
         self.last_chunk = None
         self._response = response
+        self._timeout_s = timeout_s
         self._dialect = dialect
         self._converter = None if dialect is upstream else StreamConverter(upstream, dialect)
         self._assembler = assembler_for(dialect)
@@ -238,16 +243,16 @@ class UpstreamStream(CompletionStream):
         """Read until the first whole event, so a failure before any frame is raised to the caller."""
         try:
             while not self._pending:
-                chunk = await self._response.content.readany()
+                chunk = await self._response.read_chunk(self._timeout_s)
                 if not chunk:
                     raise UpstreamError("the upstream closed the stream before any event")
                 self._pending = self._splitter.feed(chunk)
         except TimeoutError:
             self._response.close()
             raise UpstreamTimeout("the upstream sent no event in time")
-        except aiohttp.ClientError as exc:
+        except HttpClientError as exc:
             self._response.close()
-            raise UpstreamError(f"the upstream stream broke: {type(exc).__name__}")
+            raise UpstreamError(f"the upstream stream broke: {exc}")
         except UpstreamError:
             self._response.close()
             raise
@@ -280,7 +285,7 @@ class UpstreamStream(CompletionStream):
                     yield frame
                 if self._closed:
                     return
-                chunk = await self._response.content.readany()
+                chunk = await self._response.read_chunk(self._timeout_s)
                 if chunk:
                     self._pending = self._splitter.feed(chunk)
                     continue
@@ -291,8 +296,8 @@ class UpstreamStream(CompletionStream):
                 self._pending = self._splitter.feed(b"\r\n\r\n" if tail.endswith(b"\r\n") else b"\n\n")
         except TimeoutError:
             self._error = "the upstream stopped sending in time"
-        except aiohttp.ClientError as exc:
-            self._error = f"the upstream stream broke: {type(exc).__name__}"
+        except HttpClientError as exc:
+            self._error = f"the upstream stream broke: {exc}"
         finally:
             self._pending = []
             self._finish_response()
@@ -316,14 +321,13 @@ class UpstreamStream(CompletionStream):
 
     async def _drain(self) -> None:
         # Reading to the end of the body lets the connection go back to the pool instead of being dropped.
-        with contextlib.suppress(TimeoutError, aiohttp.ClientError):
-            while not self._response.content.at_eof():
-                if not await self._response.content.readany():
-                    break
+        with contextlib.suppress(TimeoutError, HttpClientError):
+            while await self._response.read_chunk(self._timeout_s):
+                pass
         self._finish_response()
 
     def _finish_response(self) -> None:
-        if self._terminal_seen and self._response.content.at_eof():
+        if self._terminal_seen and self._response.at_eof:
             self._response.release()
         else:
             self._response.close()

@@ -106,8 +106,7 @@ class EdgeMiddleware:
             else:
                 await self.app(scope, self._limited(receive), send_counting)
         finally:
-            self.metrics.requests.labels(label, str(status_box[0])).inc()
-            self.metrics.latency_s.labels(label).observe(time.perf_counter() - started)
+            self.metrics.observe_request(label, status_box[0], time.perf_counter() - started)
 
     def _limited(self, receive: Any) -> Any:
         seen = [0]

@@ -15,7 +15,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
 from reef.core.errors import Conflict
-from reef.core.records import Record
+from reef.core.records import Record, minted_here
 from reef.storage.schema import record_from_row, record_row, records, sequences
 
 # Keeps `IN (...)` lists well under SQLite's and PostgreSQL's bound-parameter limits.
@@ -24,14 +24,29 @@ ID_CHUNK = 500
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class AppendWork:
-    """One caller's `append`: its records and their encoded rows (encoded by the caller, off the writer)."""
+    """One caller's `append` as the writer sees it: the encoded rows (encoded by the caller, off the writer) and,
+    per row, whether this process minted its id (then nobody can have stored it: no lookup needed)."""
 
-    records: Sequence[Record]
     rows: Sequence[dict[str, Any]]
+    minted: Sequence[bool]
 
     @classmethod
     def of(cls, records: Sequence[Record]) -> AppendWork:
-        return cls(records=list(records), rows=[record_row(r) for r in records])
+        return cls(rows=[record_row(r) for r in records], minted=[minted_here(r.agent_record_id) for r in records])
+
+
+# Per record of a work: the sequence given to it now (the caller has the rest), or the record stored before.
+Stored = int | Record
+
+
+def stored_as(records: Sequence[Record], work: AppendWork, outcome: list[Stored]) -> list[Record]:
+    """The caller's records as stored, from the writer's outcome for its work."""
+    return [
+        dataclasses.replace(record, sequence=item, body_bytes=row["body_bytes"], consumed_step=None)
+        if isinstance(item, int)
+        else item
+        for record, row, item in zip(records, work.rows, outcome, strict=True)
+    ]
 
 
 def chunks(items: Sequence[str], size: int = ID_CHUNK) -> Iterable[Sequence[str]]:
@@ -64,61 +79,81 @@ def stored_records(conn: sa.Connection, ids: Sequence[str]) -> dict[str, Record]
     return found
 
 
-def commit_appends(conn: sa.Connection, works: Sequence[AppendWork]) -> list[list[Record] | Conflict]:
-    """Store each work's new records; returns per work its records with sequences, or the `Conflict` it hit."""
-    stored = stored_records(conn, [r.agent_record_id for work in works for r in work.records])
-    claimed: dict[str, Record] = {}  # ids this group will insert, first claimant wins
-    plans: list[list[tuple[Record, dict[str, Any]]] | Conflict] = []
+def commit_appends(conn: sa.Connection, works: Sequence[AppendWork], thorough: bool) -> list[list[Stored] | Conflict]:
+    """Store each work's new rows; returns per work what each of its records is now, or the `Conflict` it hit.
+
+    Unless `thorough`, ids minted by the caller's process are not looked up: a duplicate among them fails the
+    insert (unique key), and the writer then retries each caller alone, thoroughly.
+    """
+    wanted = [
+        row["agent_record_id"]
+        for work in works
+        for row, minted in zip(work.rows, work.minted, strict=True)
+        if thorough or not minted
+    ]
+    stored = stored_records(conn, wanted) if wanted else {}
+    claimed: dict[str, dict[str, Any]] = {}  # rows this group will insert, first claimant wins
+    plans: list[list[dict[str, Any]] | Conflict] = []
     for work in works:
         plan = _plan(work, stored, claimed)
         if not isinstance(plan, Conflict):
-            claimed.update((record.agent_record_id, record) for record, _ in plan)
+            claimed.update((row["agent_record_id"], row) for row in plan)
         plans.append(plan)
 
-    new = [item for plan in plans if not isinstance(plan, Conflict) for item in plan]
-    assigned = _assign_sequences(conn, new)
-    if assigned:
-        conn.execute(_INSERT, [row for _, row in new])
-    done = {**stored, **assigned}
-    return [
-        plan if isinstance(plan, Conflict) else [done[r.agent_record_id] for r in work.records]
-        for work, plan in zip(works, plans, strict=True)
-    ]
+    new = [row for plan in plans if not isinstance(plan, Conflict) for row in plan]
+    _assign_sequences(conn, new)
+    if new:
+        conn.execute(_INSERT, new)
+    sequences = {row["agent_record_id"]: row["sequence"] for row in new}
+    outcomes: list[list[Stored] | Conflict] = []
+    for work, plan in zip(works, plans, strict=True):
+        if isinstance(plan, Conflict):
+            outcomes.append(plan)
+            continue
+        mine = {row["agent_record_id"] for row in plan}
+        outcomes.append(
+            [
+                stored[rid] if rid in stored else sequences[rid] if rid in mine else _as_record(claimed[rid])
+                for rid in (row["agent_record_id"] for row in work.rows)
+            ]
+        )
+    return outcomes
 
 
 def _plan(
-    work: AppendWork, stored: dict[str, Record], claimed: dict[str, Record]
-) -> list[tuple[Record, dict[str, Any]]] | Conflict:
-    """The records of `work` to insert, or the Conflict that refuses the whole call."""
-    fresh: dict[str, tuple[Record, dict[str, Any]]] = {}
-    for record, row in zip(work.records, work.rows, strict=True):
-        rid = record.agent_record_id
-        prior = stored.get(rid) or claimed.get(rid) or (fresh[rid][0] if rid in fresh else None)
+    work: AppendWork, stored: dict[str, Record], claimed: dict[str, dict[str, Any]]
+) -> list[dict[str, Any]] | Conflict:
+    """The rows of `work` to insert, or the Conflict that refuses the whole call."""
+    fresh: dict[str, dict[str, Any]] = {}
+    for row in work.rows:
+        rid = row["agent_record_id"]
+        prior = stored.get(rid) or claimed.get(rid) or fresh.get(rid)
         if prior is None:
-            fresh[rid] = (record, row)
-        elif not _same_content(prior, record):
+            fresh[rid] = row
+        elif not _same_content(prior, row):
             return Conflict(f"record {rid} already exists with different content")
     return list(fresh.values())
 
 
-def _same_content(a: Record, b: Record) -> bool:
-    return a.content_hash == b.content_hash and a.scenario == b.scenario and a.request_type == b.request_type
+def _same_content(prior: Record | dict[str, Any], row: dict[str, Any]) -> bool:
+    if isinstance(prior, Record):
+        prior = {"content_hash": prior.content_hash, "scenario": prior.scenario, "request_type": prior.request_type}
+    return all(prior[key] == row[key] for key in ("content_hash", "scenario", "request_type"))
 
 
-def _assign_sequences(conn: sa.Connection, new: list[tuple[Record, dict[str, Any]]]) -> dict[str, Record]:
+def _as_record(row: dict[str, Any]) -> Record:
+    """A row another caller of the same group inserts, as the record it becomes."""
+    return record_from_row(row)  # type: ignore[arg-type]
+
+
+def _assign_sequences(conn: sa.Connection, new: list[dict[str, Any]]) -> None:
     """Reserve a block of sequences per scenario (locking its counter row) and number `new` in order."""
-    counts = Counter(record.scenario for record, _ in new)
+    counts = Counter(row["scenario"] for row in new)
     # Lock counters in name order, so two PostgreSQL replicas never wait on each other in a cycle.
     next_sequence = {scenario: _reserve(conn, scenario, n) - n + 1 for scenario, n in sorted(counts.items())}
-    assigned: dict[str, Record] = {}
-    for record, row in new:
-        sequence = next_sequence[record.scenario]
-        next_sequence[record.scenario] = sequence + 1
-        row["sequence"] = sequence
-        assigned[record.agent_record_id] = dataclasses.replace(
-            record, sequence=sequence, body_bytes=row["body_bytes"], consumed_step=None
-        )
-    return assigned
+    for row in new:
+        row["sequence"] = next_sequence[row["scenario"]]
+        next_sequence[row["scenario"]] += 1
 
 
 def _reserve(conn: sa.Connection, scenario: str, n: int) -> int:

@@ -1,228 +1,301 @@
-"""Group commit: one writer thread owns the write connection and commits every queued append in one transaction.
+"""Group commit: one writer process owns the write connection and commits every queued append in one transaction.
 
-Callers enqueue work and wait on a future; the writer drains whatever queued up while it was busy, commits it
-all with a single fsync, and only then settles the futures. A future is never settled before its commit, so a
-receipt handed to a client always names a durable record.
+Callers enqueue work and wait on a future; the writer (`reef.storage.writer_process`) takes whatever queued up
+while it was busy, commits it all with a single fsync, and only then acknowledges. A future is never settled
+before its commit, so a receipt handed to a client always names a durable record.
+
+Each event loop that appends gets its own channel to the writer, read by that loop itself: an acknowledgement
+never waits for another thread to get the interpreter lock. Blocking callers (`append`, `call`) share the control
+channel, read by a small thread. If the writer process dies, its waiting callers get an error and the next call
+starts a new one.
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import dataclasses
+import itertools
 import logging
-import queue
+import socket
+import subprocess
+import sys
 import threading
-from collections.abc import Callable, Sequence
+import weakref
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 import sqlalchemy as sa
 
+from reef.core.errors import Unavailable
+from reef.storage.writer_process import (
+    APPEND,
+    CALL,
+    STATS,
+    STOP,
+    CommitGroup,
+    FrameReader,
+    WriterStats,
+    encode_config,
+    frame,
+)
+
 log = logging.getLogger(__name__)
 
-# commit_group(connection, works) -> one outcome per work: its result, or the exception to raise to its caller.
-# It runs inside an open transaction; raising from it rolls the whole group back.
-CommitGroup = Callable[[sa.Connection, Sequence[Any]], list[Any]]
+__all__ = ["GroupCommitWriter", "WriterStats", "WriterStopped"]
+
+START_TIMEOUT_S = 60.0
+# Imported, not run as __main__: what it pickles must name its real module.
+_CHILD_MAIN = "import sys; from reef.storage.writer_process import main; sys.exit(main(sys.argv[1:]))"
+STOP_TIMEOUT_S = 30.0
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class WriterStats:
-    """What the writer has committed so far."""
-
-    groups: int
-    appends: int
-    largest_group: int
-    fallbacks: int
-
-
-@dataclasses.dataclass(slots=True)
-class _Job:
-    work: Any  # an append's work item, or a callable(connection) for a lone write
-    size: int
-    is_append: bool
-    future: asyncio.Future[Any] | concurrent.futures.Future[Any]
-    loop: asyncio.AbstractEventLoop | None  # set when `future` is an asyncio future
-
-
-_STOP = object()
-_RACE_ATTEMPTS = 3
+class WriterStopped(Unavailable):
+    """The writer process went away before acknowledging a job (it may or may not be durable: retry it, by id)."""
 
 
 class GroupCommitWriter:
-    """The single writer of a database: groups appends, runs other writes alone, in submission order."""
+    """The single writer of a database: groups appends, runs other writes alone, in submission order per caller.
 
-    def __init__(
-        self, engine: sa.Engine, commit_group: CommitGroup, *, max_group_size: int = 2048, name: str = "reef-writer"
-    ) -> None:
-        self._engine = engine
-        self._commit_group = commit_group
-        self._max_group_size = max_group_size
-        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+    `open_engine` and `commit_group` must be picklable (module-level functions, or partials of them): the
+    writer process calls `open_engine()` for its connection and `commit_group(conn, works, thorough)` per group.
+    Works and `call` writes travel by pickle too.
+    """
+
+    def __init__(self, open_engine: Callable[[], sa.Engine], commit_group: CommitGroup, *, max_group_size: int = 2048):
+        self._config = encode_config(open_engine, commit_group, max_group_size)
+        self._lock = threading.Lock()
+        self._ids = itertools.count(1)
         self._closed = False
-        self._submit_lock = threading.Lock()
-        self._groups = self._appends = self._largest_group = self._fallbacks = 0
-        self._conn = engine.connect()
-        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
-        self._thread.start()
+        self._process: _WriterProcess | None = None
+        with self._lock:
+            self._process = self._start()
+
+    # --- callers ------------------------------------------------------------------------------------------------
 
     def stats(self) -> WriterStats:
-        return WriterStats(self._groups, self._appends, self._largest_group, self._fallbacks)
+        return self._call_blocking(STATS, None)  # type: ignore[no-any-return]
 
-    def append(self, work: Any, size: int) -> Any:
+    @property
+    def pid(self) -> int | None:
+        """The writer process's id (None once closed)."""
+        return None if self._closed or self._process is None else self._process.pid
+
+    def append(self, work: Any) -> Any:
         """Commit `work` with whatever else is queued; blocks until durable."""
-        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
-        self._submit(_Job(work, size, True, future, None))
-        return future.result()
+        return self._call_blocking(APPEND, work)
 
-    async def append_async(self, work: Any, size: int) -> Any:
+    async def append_async(self, work: Any) -> Any:
         """Commit `work` with whatever else is queued; resolves once durable."""
-        loop = asyncio.get_running_loop()
-        future = loop.create_future()
-        self._submit(_Job(work, size, True, future, loop))
-        return await future
+        channel = self._channel_of(asyncio.get_running_loop())
+        return await channel.submit(next(self._ids), APPEND, work)
 
     def call(self, write: Callable[[sa.Connection], Any]) -> Any:
-        """Run `write(connection)` in its own transaction on the writer thread; blocks until committed."""
-        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
-        self._submit(_Job(write, 1, False, future, None))
-        return future.result()
+        """Run `write(connection)` in its own transaction in the writer; blocks until committed."""
+        return self._call_blocking(CALL, write)
 
     def close(self) -> None:
-        """Commit everything already queued, then stop the thread and release the connection."""
-        with self._submit_lock:
+        """Commit everything already sent, then stop the writer process."""
+        with self._lock:
             if self._closed:
                 return
             self._closed = True
-            self._queue.put(_STOP)
-        self._thread.join()
+            process = self._process
+        if process is not None:
+            process.stop()
 
-    def _submit(self, job: _Job) -> None:
-        with self._submit_lock:
+    # --- plumbing -----------------------------------------------------------------------------------------------
+
+    def _live(self) -> _WriterProcess:
+        with self._lock:
             if self._closed:
                 raise RuntimeError("the record store is closed")
-            self._queue.put(job)
+            if self._process is None or not self._process.alive():
+                log.warning("the record writer process is gone; starting a new one")
+                self._process = self._start()
+            return self._process
 
-    def _run(self) -> None:
+    def _start(self) -> _WriterProcess:
+        return _WriterProcess(self._config)
+
+    def _call_blocking(self, kind: str, work: Any) -> Any:
+        return self._live().call(next(self._ids), kind, work)
+
+    def _channel_of(self, loop: asyncio.AbstractEventLoop) -> _LoopChannel:
+        process = self._live()
+        channel = process.channels.get(loop)
+        if channel is None or channel.lost:
+            channel = process.channels[loop] = process.open_channel(loop)
+        return channel
+
+
+class _WriterProcess:
+    """One writer process: its control channel (blocking callers) and the channels of the event loops."""
+
+    def __init__(self, config: str) -> None:
+        parent, child = socket.socketpair()
+        self._control = parent
+        self._send_lock = threading.Lock()
+        self._pending: dict[int, concurrent.futures.Future[Any]] = {}
+        self._pending_lock = threading.Lock()
+        self._stopping = False
+        self.channels: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopChannel] = weakref.WeakKeyDictionary()
+        self._popen = subprocess.Popen(
+            [sys.executable, "-c", _CHILD_MAIN, str(child.fileno()), config],
+            pass_fds=(child.fileno(),),
+            stdin=subprocess.DEVNULL,
+        )
+        child.close()
+        self._reader = FrameReader()
+        parent.settimeout(START_TIMEOUT_S)
+        try:
+            ready = self._receive()
+        except OSError as exc:
+            ready = None
+            failure: BaseException | None = exc
+        else:
+            failure = None
+        if not ready:
+            self._popen.kill()
+            self._popen.wait()
+            raise RuntimeError(f"the record writer process did not start ({failure or 'it exited'})")
+        parent.settimeout(None)
+        self._thread = threading.Thread(target=self._read_control, name="reef-record-acks", daemon=True)
+        self._thread.start()
+
+    @property
+    def pid(self) -> int:
+        return self._popen.pid
+
+    def alive(self) -> bool:
+        return self._popen.poll() is None and self._thread.is_alive()
+
+    def _receive(self) -> list[Any] | None:
+        """The next message on the control channel; None at its end."""
+        while True:
+            data = self._control.recv(1 << 18)
+            if not data:
+                return None
+            messages = self._reader.feed(data)
+            if messages:
+                assert len(messages) == 1, "the writer answers one frame at a time on the control channel"
+                return messages[0]  # type: ignore[no-any-return]
+
+    def call(self, job_id: int, kind: str, work: Any) -> Any:
+        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        with self._pending_lock:
+            self._pending[job_id] = future
+        try:
+            with self._send_lock:
+                self._control.sendall(frame([(job_id, kind, work)]))
+        except OSError as exc:
+            with self._pending_lock:
+                self._pending.pop(job_id, None)
+            raise WriterStopped(f"the record writer process is gone ({exc})")
+        outcome = future.result()
+        if isinstance(outcome, BaseException):
+            raise outcome
+        return outcome
+
+    def _read_control(self) -> None:
         try:
             while True:
-                jobs, stop = self._drain()
                 try:
-                    self._process(jobs)
-                except Exception as exc:  # a bug here must fail the callers, not leave them waiting forever
-                    log.exception("the record writer failed")
-                    self._settle([(job, exc) for job in jobs])
-                if stop:
-                    return
+                    acks = self._receive()
+                except OSError:
+                    acks = None
+                if acks is None:
+                    break
+                for job_id, outcome in acks:
+                    with self._pending_lock:
+                        future = self._pending.pop(job_id, None)
+                    if future is not None:
+                        future.set_result(outcome)
         finally:
-            self._conn.close()
+            with self._pending_lock:
+                pending, self._pending = self._pending, {}
+            for future in pending.values():
+                future.set_result(WriterStopped("the record writer process stopped before acknowledging"))
 
-    def _drain(self) -> tuple[list[_Job], bool]:
-        """Block for one job, then take what else is queued, up to `max_group_size` records."""
-        first = self._queue.get()
-        if first is _STOP:
-            return [], True
-        jobs = [first]
-        size = first.size
-        while size < self._max_group_size:
-            try:
-                job = self._queue.get_nowait()
-            except queue.Empty:
-                break
-            if job is _STOP:
-                return jobs, True
-            jobs.append(job)
-            size += job.size
-        return jobs, False
-
-    def _process(self, jobs: list[_Job]) -> None:
-        """Consecutive appends commit together; any other write commits alone, keeping submission order."""
-        group: list[_Job] = []
-        for job in jobs:
-            if job.is_append:
-                group.append(job)
-                continue
-            if group:
-                self._commit_appends(group)
-                group = []
-            self._settle([(job, self._in_transaction(job.work))])
-        if group:
-            self._commit_appends(group)
-
-    def _commit_appends(self, group: list[_Job]) -> None:
-        outcome = self._in_transaction(lambda conn: self._commit_group(conn, [job.work for job in group]))
-        if not isinstance(outcome, BaseException):
-            outcomes = outcome
-        elif len(group) == 1:
-            outcomes = [self._commit_alone(group[0], outcome)]
-        else:
-            # Something failed the whole group (e.g. another node inserted one of the ids meanwhile):
-            # commit each caller alone so one caller's failure is not the others'.
-            self._fallbacks += 1
-            log.warning("group commit of %d appends failed (%r); committing each alone", len(group), outcome)
-            outcomes = [self._commit_alone(job, None) for job in group]
-        self._groups += 1
-        self._appends += len(group)
-        self._largest_group = max(self._largest_group, len(group))
-        self._settle(list(zip(group, outcomes, strict=True)))
-
-    def _commit_alone(self, job: _Job, failure: BaseException | None) -> Any:
-        """Commit one caller's work in its own transaction, after `failure` (None: not tried yet).
-
-        A unique violation means another node inserted one of its ids since we looked; trying again sees
-        that row and answers idempotently (or with `Conflict`).
-        """
-        for _ in range(_RACE_ATTEMPTS):
-            if failure is not None and not isinstance(failure, sa.exc.IntegrityError):
-                return failure
-            outcome = self._in_transaction(lambda conn: self._commit_group(conn, [job.work]))
-            if not isinstance(outcome, BaseException):
-                return outcome[0]
-            failure = outcome
-        return failure
-
-    def _in_transaction(self, write: Callable[[sa.Connection], Any]) -> Any:
-        """`write(connection)` committed, or the exception that rolled it back."""
+    def open_channel(self, loop: asyncio.AbstractEventLoop) -> _LoopChannel:
+        """A new channel for `loop`: jobs can be submitted at once, they leave once it is connected."""
+        mine, theirs = socket.socketpair()
         try:
-            with self._conn.begin():
-                return write(self._conn)
-        except Exception as exc:
-            if self._conn.invalidated or self._conn.closed:
-                self._reconnect()
-            return exc
-
-    def _reconnect(self) -> None:
-        try:
-            self._conn.close()
+            with self._send_lock:
+                socket.send_fds(self._control, [frame([])], [theirs.fileno()])
         finally:
-            self._conn = self._engine.connect()
+            theirs.close()
+        channel = _LoopChannel()
+        task = loop.create_task(loop.create_unix_connection(lambda: channel, sock=mine))
+        task.add_done_callback(channel.connected)
+        return channel
 
-    def _settle(self, outcomes: list[tuple[_Job, Any]]) -> None:
-        """Hand each caller its outcome; asyncio callers get one wake-up per event loop."""
-        by_loop: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[Any], Any]]] = {}
-        for job, outcome in outcomes:
-            if job.loop is None:
-                future = job.future
-                assert isinstance(future, concurrent.futures.Future)
-                if future.done():
-                    continue
-                if isinstance(outcome, BaseException):
-                    future.set_exception(outcome)
-                else:
-                    future.set_result(outcome)
-            else:
-                by_loop.setdefault(job.loop, []).append((job.future, outcome))  # type: ignore[arg-type]
-        for loop, settled in by_loop.items():
-            try:
-                loop.call_soon_threadsafe(_settle_async, settled)
-            except RuntimeError:
-                log.warning("an event loop closed before %d of its appends were acknowledged", len(settled))
+    def stop(self) -> None:
+        """Ask the writer to commit what it has and exit; wait for it."""
+        try:
+            with self._send_lock:
+                self._control.sendall(frame([(0, STOP, None)]))
+            self._popen.wait(timeout=STOP_TIMEOUT_S)
+        except (OSError, subprocess.TimeoutExpired):
+            log.warning("the record writer did not stop in time; killing it")
+            self._popen.kill()
+            self._popen.wait()
+        finally:
+            self._control.close()
+            self._thread.join(timeout=STOP_TIMEOUT_S)
 
 
-def _settle_async(settled: list[tuple[asyncio.Future[Any], Any]]) -> None:
-    for future, outcome in settled:
-        if future.done():  # the caller was cancelled; its records are durable all the same
-            continue
+class _LoopChannel(asyncio.Protocol):
+    """One event loop's channel to the writer: jobs submitted in one loop iteration leave in one write."""
+
+    def __init__(self) -> None:
+        self._transport: asyncio.Transport | None = None
+        self._reader = FrameReader()
+        self._pending: dict[int, asyncio.Future[Any]] = {}
+        self._outbox: list[tuple[int, str, Any]] = []
+        self.lost = False
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._transport = transport  # type: ignore[assignment]
+        self._flush()
+
+    def connected(self, task: asyncio.Task[Any]) -> None:
+        if task.cancelled() or task.exception() is not None:
+            self.connection_lost(None if task.cancelled() else task.exception())
+
+    def submit(self, job_id: int, kind: str, work: Any) -> Coroutine[Any, Any, Any]:
+        """Queue a job now (it commits even if its caller is cancelled); await the result for its outcome."""
+        if self.lost:
+            raise WriterStopped("the record writer process is gone")
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
+        self._pending[job_id] = future
+        if not self._outbox:
+            loop.call_soon(self._flush)
+        self._outbox.append((job_id, kind, work))
+        return self._outcome(future)
+
+    async def _outcome(self, future: asyncio.Future[Any]) -> Any:
+        outcome = await future
         if isinstance(outcome, BaseException):
-            future.set_exception(outcome)
-        else:
-            future.set_result(outcome)
+            raise outcome
+        return outcome
+
+    def _flush(self) -> None:
+        if self._outbox and self._transport is not None and not self.lost:
+            jobs, self._outbox = self._outbox, []
+            self._transport.write(frame(jobs))
+
+    def data_received(self, data: bytes) -> None:
+        for acks in self._reader.feed(data):
+            for job_id, outcome in acks:
+                future = self._pending.pop(job_id, None)
+                if future is not None and not future.done():  # a cancelled caller's records are durable all the same
+                    future.set_result(outcome)
+
+    def connection_lost(self, exc: BaseException | None) -> None:
+        self.lost = True
+        self._outbox = []
+        pending, self._pending = self._pending, {}
+        for future in pending.values():
+            if not future.done():
+                future.set_result(WriterStopped("the record writer process stopped before acknowledging"))

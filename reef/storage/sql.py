@@ -1,14 +1,15 @@
 """`RecordStore` on SQL: SQLite (embedded default, WAL, fsync'd commits) or PostgreSQL (psycopg 3).
 
-Every write goes through one `GroupCommitWriter` (one thread, one write connection); reads use their own pool,
-so they never wait behind a commit.
+Every write goes through one `GroupCommitWriter` (a writer process with the one write connection); reads use
+their own pool in this process, so they never wait behind a commit.
 """
 
 from __future__ import annotations
 
+import functools
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
 from reef.core.records import Record
-from reef.storage.appends import AppendWork, chunks, commit_appends, stored_records
+from reef.storage.appends import AppendWork, chunks, commit_appends, stored_as, stored_records
 from reef.storage.base import RecordStore, ScenarioInfo
 from reef.storage.group_commit import GroupCommitWriter, WriterStats
 from reef.storage.schema import metadata, record_from_row, records, scenarios
@@ -28,30 +29,37 @@ _SCHEMA_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
 class SqlRecordStore(RecordStore):
     """The record store over a write engine (one connection, owned by the writer) and a read engine."""
 
-    def __init__(self, write_engine: sa.Engine, read_engine: sa.Engine) -> None:
-        self._write_engine = write_engine
+    def __init__(self, open_write_engine: Callable[[], sa.Engine], read_engine: sa.Engine) -> None:
         self._read_engine = read_engine
-        metadata.create_all(write_engine)
-        self._writer = GroupCommitWriter(write_engine, commit_appends, name="reef-record-writer")
+        with read_engine.begin() as conn:
+            metadata.create_all(conn)
+        self._writer = GroupCommitWriter(open_write_engine, commit_appends)
 
     @property
     def backend(self) -> str:
         """`sqlite` or `postgresql`."""
-        return self._write_engine.dialect.name
+        return self._read_engine.dialect.name
 
     def stats(self) -> WriterStats:
         """Group-commit counters: groups committed, appends, largest group, fallbacks to one-by-one commits."""
         return self._writer.stats()
 
+    @property
+    def writer_pid(self) -> int | None:
+        """The writer process's id (for operators and tests; None once closed)."""
+        return self._writer.pid
+
     def append(self, records: Sequence[Record]) -> list[Record]:
         if not records:
             return []
-        return _raise_or_return(self._writer.append(AppendWork.of(records), len(records)))
+        work = AppendWork.of(records)
+        return stored_as(records, work, self._writer.append(work))
 
     async def append_async(self, records: Sequence[Record]) -> list[Record]:
         if not records:
             return []
-        return _raise_or_return(await self._writer.append_async(AppendWork.of(records), len(records)))
+        work = AppendWork.of(records)
+        return stored_as(records, work, await self._writer.append_async(work))
 
     def get(self, agent_record_id: str) -> Record | None:
         with self._read_engine.connect() as conn:
@@ -74,20 +82,14 @@ class SqlRecordStore(RecordStore):
             return [record_from_row(row) for row in conn.execute(query).mappings()]
 
     def mark_consumed(self, agent_record_ids: Sequence[str], step: int) -> None:
-        ids = list(agent_record_ids)
-
-        def write(conn: sa.Connection) -> None:
-            for chunk in chunks(ids):
-                conn.execute(records.update().where(records.c.agent_record_id.in_(chunk)).values(consumed_step=step))
-
-        if ids:
-            self._writer.call(write)
+        if agent_record_ids:
+            self._writer.call(functools.partial(_mark_consumed, ids=list(agent_record_ids), step=step))
 
     def enforce_retention(self, max_body_bytes: int) -> int:
-        return int(self._writer.call(lambda conn: _evict_oldest(conn, max_body_bytes)))
+        return int(self._writer.call(functools.partial(_evict_oldest, max_body_bytes=max_body_bytes)))
 
     def ensure_scenario(self, name: str, recipe: str) -> tuple[ScenarioInfo, bool]:
-        return self._writer.call(lambda conn: _ensure_scenario(conn, name, recipe))  # type: ignore[no-any-return]
+        return self._writer.call(functools.partial(_ensure_scenario, name=name, recipe=recipe))  # type: ignore[no-any-return]
 
     def scenario(self, name: str) -> ScenarioInfo | None:
         query = sa.select(scenarios).where(scenarios.c.name == name, scenarios.c.archived.is_(False))
@@ -101,15 +103,10 @@ class SqlRecordStore(RecordStore):
             return [_scenario_info(row) for row in conn.execute(query).mappings()]
 
     def archive_scenario(self, name: str) -> bool:
-        def write(conn: sa.Connection) -> bool:
-            done = conn.execute(scenarios.update().where(scenarios.c.name == name).values(archived=True))
-            return done.rowcount > 0
-
-        return bool(self._writer.call(write))
+        return bool(self._writer.call(functools.partial(_archive_scenario, name=name)))
 
     def close(self) -> None:
         self._writer.close()
-        self._write_engine.dispose()
         self._read_engine.dispose()
 
 
@@ -134,13 +131,16 @@ def open_record_store(
             directory.mkdir(parents=True, exist_ok=True)
             database_url = f"sqlite+pysqlite:///{directory / SQLITE_FILENAME}"
         return SqlRecordStore(
-            _sqlite_engine(database_url, "BEGIN IMMEDIATE", 1), _sqlite_engine(database_url, "BEGIN", 8)
+            functools.partial(_sqlite_engine, database_url, "BEGIN IMMEDIATE", 1),
+            _sqlite_engine(database_url, "BEGIN", 8),
         )
     if backend in ("postgres", "postgresql"):
         if database_url is None:
             raise ValueError("the postgres record store needs a database_url")
         database_url = _psycopg_url(database_url)
-        return SqlRecordStore(_postgres_engine(database_url, schema, 1), _postgres_engine(database_url, schema, 8))
+        return SqlRecordStore(
+            functools.partial(_postgres_engine, database_url, schema, 1), _postgres_engine(database_url, schema, 8)
+        )
     raise ValueError(f"unknown record store backend {backend!r} (expected 'sqlite' or 'postgres')")
 
 
@@ -190,10 +190,14 @@ def _psycopg_url(url: str) -> str:
     return url
 
 
-def _raise_or_return(outcome: Any) -> list[Record]:
-    if isinstance(outcome, BaseException):
-        raise outcome
-    return outcome  # type: ignore[no-any-return]
+def _mark_consumed(conn: sa.Connection, ids: list[str], step: int) -> None:
+    for chunk in chunks(ids):
+        conn.execute(records.update().where(records.c.agent_record_id.in_(chunk)).values(consumed_step=step))
+
+
+def _archive_scenario(conn: sa.Connection, name: str) -> bool:
+    done = conn.execute(scenarios.update().where(scenarios.c.name == name).values(archived=True))
+    return done.rowcount > 0
 
 
 def _evict_oldest(conn: sa.Connection, max_body_bytes: int) -> int:

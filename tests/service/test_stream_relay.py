@@ -11,6 +11,7 @@ from typing import Any
 from reef.core.records import Record
 from reef.core.scenarios import Dialect
 from reef.inference.base import CompletionStream, StreamFrame, StreamResult
+from reef.service.metrics import ServiceMetrics
 from reef.service.routes import inference
 
 
@@ -50,12 +51,7 @@ class Store:
 
 
 def _state(store: Store) -> Any:
-    counter = SimpleNamespace(labels=lambda *_: SimpleNamespace(inc=lambda: None))
-    return SimpleNamespace(
-        records=store,
-        metrics=SimpleNamespace(records_appended=counter),
-        runtime=SimpleNamespace(notify=lambda scenario: None),
-    )
+    return SimpleNamespace(records=store, metrics=ServiceMetrics())
 
 
 def _chunk(text: str) -> bytes:

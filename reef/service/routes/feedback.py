@@ -38,7 +38,7 @@ async def report(request: Request, body: ReportBody) -> dict[str, Any]:
     request.app.state.runtime.validate_report(scenario, payload)
     record = Record.new(scenario, "report", payload, created_at=time.time(), agent_record_id=body.agent_record_id)
     stored = await request.app.state.records.append_async([record])
-    request.app.state.metrics.records_appended.labels("report").inc()
+    request.app.state.metrics.count_records("report")
     request.app.state.runtime.notify(scenario)
     return {"agent_record_id": stored[0].agent_record_id, "scenario": scenario, "request_type": "report"}
 

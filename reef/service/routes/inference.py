@@ -65,11 +65,7 @@ def _inference_record(
     return Record.new(scenario, "inference", payload, created_at=finished_at)
 
 
-def _release_headers(release_id: str | None) -> dict[str, str]:
-    return {"x-reef-release-id": release_id} if release_id else {}
-
-
-async def _serve(state: Any, request: Request, dialect: Dialect) -> Response | StreamRelay:
+async def _serve(state: Any, request: Request, dialect: Dialect) -> JsonBody | StreamRelay:
     started_at = time.time()
     scenario = scenario_of(request)
     body = await json_object(request)
@@ -81,7 +77,7 @@ async def _serve(state: Any, request: Request, dialect: Dialect) -> Response | S
         return _streaming_response(state, dialect, scenario, stream, tags, started_at)
     completion = await state.engine.complete(dialect, body, ctx)
     if completion.status >= 400:  # an upstream 4xx is relayed as it came, and not recorded
-        return Response(completion.raw, status_code=completion.status, media_type="application/json")
+        return JsonBody(completion.status, completion.raw, [])
     record = _inference_record(
         scenario,
         dialect,
@@ -96,8 +92,26 @@ async def _serve(state: Any, request: Request, dialect: Dialect) -> Response | S
         training=completion.training,
     )
     await _remember(state, record)
-    headers = {"x-reef-agent-record-id": record.agent_record_id, **_release_headers(completion.release_id)}
-    return Response(completion.raw, status_code=200, media_type="application/json", headers=headers)
+    headers = [(b"x-reef-agent-record-id", record.agent_record_id.encode())]
+    if completion.release_id:
+        headers.append((b"x-reef-release-id", completion.release_id.encode()))
+    return JsonBody(200, completion.raw, headers)
+
+
+class JsonBody:
+    """A JSON answer as two plain ASGI messages (a generic Response object costs more on the hot path)."""
+
+    __slots__ = ("status", "body", "headers")
+
+    def __init__(self, status: int, body: bytes, headers: list[tuple[bytes, bytes]]) -> None:
+        self.status = status
+        self.body = body
+        self.headers = headers
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(self.body)), *self.headers]
+        await send({"type": "http.response.start", "status": self.status, "headers": headers})
+        await send({"type": "http.response.body", "body": self.body})
 
 
 def _streaming_response(
@@ -164,8 +178,9 @@ class StreamRelay:
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
         stream = self.stream
         await send({"type": "http.response.start", "status": 200, "headers": self.headers})
-        # Once the request body is read, `receive` answers only when the client goes away (or we finish).
-        left = asyncio.ensure_future(receive())
+        # Once the request body is read, `receive` answers only when the client goes away (or we finish). Watched
+        # from the first frame sent before the end: a stream that arrives whole never needs the watcher.
+        left: asyncio.Future[Any] | None = None
         recorded = False
         try:
             held: list[bytes] = []
@@ -177,7 +192,9 @@ class StreamRelay:
                 held.append(frame.data)
                 if frame.more:
                     continue
-                if left.done():
+                if left is None:
+                    left = asyncio.ensure_future(receive())
+                elif left.done():
                     raise _ClientLeft
                 await send({"type": "http.response.body", "body": b"".join(held), "more_body": True})
                 held = []
@@ -190,7 +207,8 @@ class StreamRelay:
         except _ClientLeft:
             pass
         finally:
-            left.cancel()
+            if left is not None:
+                left.cancel()
             if not recorded:
                 # The client left or the upstream broke: keep what was produced, marked incomplete.
                 task = asyncio.get_running_loop().create_task(
@@ -202,10 +220,13 @@ class StreamRelay:
 
 
 async def _remember(state: Any, record: Record) -> None:
-    """Make an inference record durable, count it, and wake the scenario's learner."""
+    """Make an inference record durable and count it.
+
+    The learner is not woken: only a report can complete a training unit, and reports wake it (it reads the
+    inferences they cite then, or at its next poll), so a busy proxy does not keep it pulling record by record.
+    """
     await state.records.append_async([record])
-    state.metrics.records_appended.labels("inference").inc()
-    state.runtime.notify(record.scenario)
+    state.metrics.count_records("inference")
 
 
 async def _record_cut_stream(state: Any, record: Record) -> None:
