@@ -108,6 +108,8 @@ def run_serve(args: argparse.Namespace, extra: list[str]) -> int:
         return 2
     import uvicorn
 
+    from reef.service.server import CoalescingHttpToolsProtocol
+
     log.info(
         "Reef serving on http://%s:%d (engine: %s, recipe: %s, state: %s)",
         settings.reef.host,
@@ -121,7 +123,7 @@ def run_serve(args: argparse.Namespace, extra: list[str]) -> int:
         host=settings.reef.host,
         port=settings.reef.port,
         loop="uvloop",
-        http="httptools",
+        http=CoalescingHttpToolsProtocol,
         access_log=False,
         proxy_headers=False,
         log_level=settings.reef.log_level,

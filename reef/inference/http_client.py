@@ -25,6 +25,41 @@ KEEPALIVE_S = 15.0  # an idle connection older than this is dropped rather than 
 PAUSE_BYTES = 1 << 20  # a body buffered beyond this pauses reading from the socket until the reader catches up
 
 
+class Deadline:
+    """`asyncio.timeout(seconds)` on a known event loop (None: no bound).
+
+    `asyncio.timeout` looks the running loop up on entry and exit, and each lookup is a `getpid` system call,
+    dear inside a VM, on every request of the hot path.
+    """
+
+    __slots__ = ("_loop", "_seconds", "_task", "_handle", "_fired", "_cancelling")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, seconds: float | None) -> None:
+        self._loop = loop
+        self._seconds = seconds
+        self._handle: asyncio.TimerHandle | None = None
+        self._fired = False
+
+    async def __aenter__(self) -> Deadline:
+        if self._seconds is not None:
+            task = asyncio.current_task(self._loop)
+            assert task is not None, "Deadline is used inside a task"
+            self._task = task
+            self._cancelling = task.cancelling()
+            self._handle = self._loop.call_later(self._seconds, self._fire)
+        return self
+
+    def _fire(self) -> None:
+        self._fired = True
+        self._task.cancel()
+
+    async def __aexit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+        if self._fired and self._task.uncancel() <= self._cancelling and exc_type is asyncio.CancelledError:
+            raise TimeoutError from exc
+
+
 class HttpClientError(Exception):
     """The request could not be sent or its answer could not be read (connection refused, reset, malformed)."""
 
@@ -57,7 +92,10 @@ class HttpResponse:
         return self._complete and not self._chunks
 
     async def read_chunk(self, timeout_s: float | None = None) -> bytes:
-        """The next piece of the body (as it arrived); b"" at its end. Raises on a broken connection."""
+        """All of the body that arrived and was not read yet (waiting for some); b"" at its end.
+
+        Raises on a broken connection, TimeoutError after `timeout_s` without data.
+        """
         while not self._chunks:
             if self._complete:
                 return b""
@@ -65,12 +103,13 @@ class HttpResponse:
                 raise self._error
             self._waiter = self._connection.loop.create_future()
             try:
-                async with asyncio.timeout(timeout_s):
+                async with Deadline(self._connection.loop, timeout_s):
                     await self._waiter
             finally:
                 self._waiter = None
-        chunk = self._chunks.popleft()
-        self._buffered -= len(chunk)
+        chunk = self._chunks.popleft() if len(self._chunks) == 1 else b"".join(self._chunks)
+        self._chunks.clear()
+        self._buffered = 0
         if self._buffered < PAUSE_BYTES // 2:
             self._connection.resume()
         return chunk
@@ -279,7 +318,7 @@ class HttpClient:
             + self._headers
             + b"content-length: %d\r\n\r\n" % len(body)
         )
-        async with asyncio.timeout(timeout_s):
+        async with Deadline(self.loop, timeout_s):
             while True:
                 connection, reused = await self._acquire()
                 response = connection.send(head, body)
@@ -295,6 +334,10 @@ class HttpClient:
                     connection.close()
                     connection.finished(reusable=False)
                     raise
+
+    def deadline(self, seconds: float | None) -> Deadline:
+        """A bound on a block of work with this client (like `asyncio.timeout`)."""
+        return Deadline(self.loop, seconds)
 
     async def _acquire(self) -> tuple[_Connection, bool]:
         while True:

@@ -7,7 +7,6 @@ the request, the answer and the event stream are translated on the fly (`reef.in
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -94,7 +93,7 @@ class UpstreamEngine(Engine):
     async def start(self) -> None:
         self._http = HttpClient(self._base, self._headers, max_connections=self._settings.max_connections)
         with contextlib.suppress(Exception):  # the model list is a courtesy; an upstream without it still serves
-            async with asyncio.timeout(min(MODELS_PROBE_TIMEOUT_S, self._settings.timeout_s)):
+            async with self._http.deadline(min(MODELS_PROBE_TIMEOUT_S, self._settings.timeout_s)):
                 response = await self._http.request("GET", "/v1/models")
                 try:
                     raw = await response.read()
@@ -131,9 +130,10 @@ class UpstreamEngine(Engine):
         return UpstreamTimeout(f"the upstream did not answer within {self._settings.timeout_s:g} s")
 
     async def _read_whole(self, path: str, payload: bytes) -> tuple[int, bytes]:
+        client = self._client()
         try:
-            async with asyncio.timeout(self._settings.timeout_s):
-                response = await self._client().request("POST", path, payload)
+            async with client.deadline(self._settings.timeout_s):
+                response = await client.request("POST", path, payload)
                 try:
                     raw = await response.read()
                 finally:
@@ -173,7 +173,7 @@ class UpstreamEngine(Engine):
             raise UpstreamError(f"the upstream could not be reached: {exc}")
         if response.status >= 400:
             try:
-                async with asyncio.timeout(timeout_s):
+                async with self._client().deadline(timeout_s):
                     raw = await response.read()
             except (TimeoutError, HttpClientError):
                 raw = b""

@@ -86,8 +86,8 @@ class GroupCommitWriter:
 
     async def append_async(self, work: Any) -> Any:
         """Commit `work` with whatever else is queued; resolves once durable."""
-        channel = self._channel_of(asyncio.get_running_loop())
-        return await channel.submit(next(self._ids), APPEND, work)
+        loop = asyncio.get_running_loop()
+        return await self._channel_of(loop).submit(loop, next(self._ids), APPEND, work)
 
     def call(self, write: Callable[[sa.Connection], Any]) -> Any:
         """Run `write(connection)` in its own transaction in the writer; blocks until committed."""
@@ -262,11 +262,10 @@ class _LoopChannel(asyncio.Protocol):
         if task.cancelled() or task.exception() is not None:
             self.connection_lost(None if task.cancelled() else task.exception())
 
-    def submit(self, job_id: int, kind: str, work: Any) -> Coroutine[Any, Any, Any]:
+    def submit(self, loop: asyncio.AbstractEventLoop, job_id: int, kind: str, work: Any) -> Coroutine[Any, Any, Any]:
         """Queue a job now (it commits even if its caller is cancelled); await the result for its outcome."""
         if self.lost:
             raise WriterStopped("the record writer process is gone")
-        loop = asyncio.get_running_loop()
         future = loop.create_future()
         self._pending[job_id] = future
         if not self._outbox:

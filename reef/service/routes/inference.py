@@ -10,6 +10,7 @@ These are the hot path, so they are plain ASGI handlers dispatched by `EdgeMiddl
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -177,7 +178,16 @@ class StreamRelay:
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
         stream = self.stream
-        await send({"type": "http.response.start", "status": 200, "headers": self.headers})
+        # The head goes out with the first frames (at hand once the stream is open): one write, not two.
+        started = False
+
+        async def send_body(body: bytes, more: bool) -> None:
+            nonlocal started
+            if not started:
+                started = True
+                await send({"type": "http.response.start", "status": 200, "headers": self.headers})
+            await send({"type": "http.response.body", "body": body, "more_body": more})
+
         # Once the request body is read, `receive` answers only when the client goes away (or we finish). Watched
         # from the first frame sent before the end: a stream that arrives whole never needs the watcher.
         left: asyncio.Future[Any] | None = None
@@ -196,14 +206,14 @@ class StreamRelay:
                     left = asyncio.ensure_future(receive())
                 elif left.done():
                     raise _ClientLeft
-                await send({"type": "http.response.body", "body": b"".join(held), "more_body": True})
+                await send_body(b"".join(held), True)
                 held = []
             record = self.record_of()
             await _remember(self.state, record)
             recorded = True
             if terminal is not None:
                 held.append(receipt_frames(self.dialect, terminal, stream.last_chunk, record.agent_record_id))
-            await send({"type": "http.response.body", "body": b"".join(held), "more_body": False})
+            await send_body(b"".join(held), False)
         except _ClientLeft:
             pass
         finally:
@@ -216,6 +226,9 @@ class StreamRelay:
                 )
                 _background.add(task)
                 task.add_done_callback(_background.discard)
+                if not started:  # the stream was open: its answer ends cut short, not as an error page
+                    with contextlib.suppress(Exception):
+                        await send({"type": "http.response.start", "status": 200, "headers": self.headers})
             await stream.aclose()
 
 
