@@ -34,6 +34,11 @@ class Processor(abc.ABC):
     def ready(self) -> int:
         """How many training units are buffered and usable."""
 
+    def wanted(self) -> list[str]:
+        """Ids of records a waiting report cites that this processor does not hold (evicted, or not seen yet):
+        the learner reads them back and ingests them."""
+        return []
+
     @abc.abstractmethod
     def build_batch(self) -> Batch | None:
         """Take a batch of ready units (None if not enough); it stays reserved until acknowledged."""

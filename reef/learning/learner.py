@@ -331,6 +331,12 @@ class Learner:
                 if record.consumed_step is None:
                     self._processor.ingest(record)
             self._cursor = page[-1].sequence or self._cursor
+        wanted = self._processor.wanted()
+        if wanted:  # cited records the processor let go of (it holds only the newest): read them back by id
+            found = await asyncio.to_thread(self.records.get_many, wanted)
+            for record in sorted(found.values(), key=lambda r: r.sequence or 0):
+                if record.scenario == self.scenario and record.consumed_step is None:
+                    self._processor.ingest(record)
 
     # ---- status ----------------------------------------------------------------------------------------------
 

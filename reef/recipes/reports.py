@@ -5,6 +5,9 @@ or their chat messages); a report whose cited records have all been seen is hand
 which turns it into a training `Unit` (or skips it, with a reason). A report citing a record not seen yet waits.
 State is derived only from the records ingested, so a fresh processor fed the unconsumed records after a
 restart rebuilds the same units.
+
+Only the newest `MAX_HELD_ROLLOUTS` inference records are held (a busy proxy records far more inferences than
+anyone reports on); a report citing an older one asks for it (`wanted`), and the learner reads it back by id.
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ from typing import Any
 
 from reef.core.records import Record
 from reef.learning.base import Batch, Processor
+
+MAX_HELD_ROLLOUTS = 20_000
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -80,7 +85,7 @@ class ReportJoiningProcessor(Processor):
     def __init__(self, units_per_batch: int) -> None:
         self.units_per_batch = units_per_batch
         self.skipped: collections.Counter[str] = collections.Counter()
-        self._rollouts: dict[str, Rollout] = {}
+        self._rollouts: collections.OrderedDict[str, Rollout] = collections.OrderedDict()
         self._pending: dict[str, Record] = {}
         self._waiting_on: dict[str, set[str]] = collections.defaultdict(set)  # inference id -> report ids
         self._units: list[Unit] = []
@@ -96,6 +101,9 @@ class ReportJoiningProcessor(Processor):
         if record.request_type == "inference":
             if record.payload is not None:
                 self._rollouts[record.agent_record_id] = Rollout.from_record(record)
+                self._rollouts.move_to_end(record.agent_record_id)
+                while len(self._rollouts) > MAX_HELD_ROLLOUTS:
+                    self._rollouts.popitem(last=False)
             waiting = [self._pending[r] for r in self._waiting_on.pop(record.agent_record_id, ())]
             for report in sorted(waiting, key=lambda r: r.sequence or 0):
                 if report.agent_record_id in self._pending:
@@ -134,6 +142,9 @@ class ReportJoiningProcessor(Processor):
     def pending(self) -> int:
         """Reports waiting for a cited record this processor has not seen."""
         return len(self._pending)
+
+    def wanted(self) -> list[str]:
+        return list(self._waiting_on)
 
     def build_batch(self) -> Batch | None:
         if len(self._units) < self.units_per_batch:

@@ -218,3 +218,19 @@ async def test_a_rollback_during_a_step_wins_and_the_batch_is_retried_on_the_new
     assert retried["verdict"] == "published" and retried["parent_release_id"] == restored[0].release_id
     assert sorted(retried["consumed_record_ids"]) == sorted(r.agent_record_id for r in later)
     assert world.runtime.status()["scenarios"]["math"]["consecutive_failures"] == 0
+
+
+async def test_records_a_processor_asks_for_are_read_back_by_id(tmp_path):
+    import time
+
+    from reef.core.records import Record
+
+    world = await started(make_world(tmp_path))
+    (early,) = world.records.append([Record.new("math", "inference", {"request": {}}, created_at=time.time())])
+    assert await world.runtime.step("math") is None  # the learner has read past it
+    processor = world.runtime._learners["math"]._processor
+    assert processor.ingested.count(early.agent_record_id) == 1
+    processor.wanted = lambda: [early.agent_record_id, "rec_never_stored"]  # e.g. let go of, then cited
+    await world.runtime.step("math")
+    assert processor.ingested.count(early.agent_record_id) == 2
+    await world.runtime.stop()

@@ -163,3 +163,17 @@ def test_grpo_drops_a_group_whose_rewards_are_all_equal():
         processor.ingest(inference(f"i{n}", tags={"group": "same"}))
         processor.ingest(report(f"r{n}", [f"i{n}"], score=0.5))
     assert processor.ready() == 0 and processor.skipped["constant_group"] == 1
+
+
+def test_only_the_newest_rollouts_are_held_and_an_older_cited_one_is_asked_for(monkeypatch):
+    from reef.recipes import reports
+
+    monkeypatch.setattr(reports, "MAX_HELD_ROLLOUTS", 2)
+    processor = load_recipe("sft", settings("sft", batch_size=1)).processor()
+    for record_id in ("i1", "i2", "i3"):
+        processor.ingest(inference(record_id))
+    assert processor.wanted() == []
+    processor.ingest(report("r1", ["i1"], metadata={"demonstration": "4"}))  # i1 was let go
+    assert processor.ready() == 0 and processor.wanted() == ["i1"]
+    processor.ingest(inference("i1"))  # read back by id
+    assert processor.ready() == 1 and processor.wanted() == []
