@@ -21,6 +21,7 @@ import logging
 import os
 import pickle
 import selectors
+import signal
 import socket
 import struct
 from collections.abc import Callable, Sequence
@@ -160,8 +161,16 @@ class _Channel:
         self.open = True
 
 
+def _ack_frame(acks: list[tuple[int, Any]]) -> bytes:
+    """The frame of these acknowledgements; an outcome that cannot cross the process boundary (an exception
+    from a database driver, say) is replaced by an error that says what it was."""
+    try:
+        return frame(acks)
+    except Exception:
+        return frame([(job_id, _portable(outcome)) for job_id, outcome in acks])
+
+
 def _portable(outcome: Any) -> Any:
-    """The outcome itself if it crosses the process boundary, else an error saying what it was."""
     try:
         pickle.dumps(outcome, protocol=pickle.HIGHEST_PROTOCOL)
     except Exception:
@@ -201,12 +210,12 @@ def serve(control: socket.socket, processor: GroupProcessor, max_group_size: int
             outcomes = [exc] * len(round_)
         replies: dict[_Channel, list[tuple[int, Any]]] = {}
         for (channel, job_id, _, _), outcome in zip(round_, outcomes, strict=True):
-            replies.setdefault(channel, []).append((job_id, _portable(outcome)))
+            replies.setdefault(channel, []).append((job_id, outcome))
         for channel, acks in replies.items():
             if channel.open:
                 with contextlib.suppress(OSError):
                     channel.sock.setblocking(True)
-                    channel.sock.sendall(frame(acks))
+                    channel.sock.sendall(_ack_frame(acks))
     selector.close()
 
 
@@ -245,6 +254,10 @@ def _read(
 
 
 def main(argv: list[str]) -> int:
+    # The parent decides when to stop (a stop job, or the end of the control channel when it exits): a Ctrl-C or
+    # a SIGTERM sent to the whole process group must not cut off the commits it still waits for while it drains.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     fd, config = int(argv[0]), argv[1]
     open_engine, commit_group, max_group_size = pickle.loads(base64.b64decode(config))
