@@ -21,43 +21,10 @@ from urllib.parse import urlsplit
 
 import httptools
 
+from reef.inference.deadline import Deadline
+
 KEEPALIVE_S = 15.0  # an idle connection older than this is dropped rather than reused (servers close them)
 PAUSE_BYTES = 1 << 20  # a body buffered beyond this pauses reading from the socket until the reader catches up
-
-
-class Deadline:
-    """`asyncio.timeout(seconds)` on a known event loop (None: no bound).
-
-    `asyncio.timeout` looks the running loop up on entry and exit, and each lookup is a `getpid` system call,
-    dear inside a VM, on every request of the hot path.
-    """
-
-    __slots__ = ("_loop", "_seconds", "_task", "_handle", "_fired", "_cancelling")
-
-    def __init__(self, loop: asyncio.AbstractEventLoop, seconds: float | None) -> None:
-        self._loop = loop
-        self._seconds = seconds
-        self._handle: asyncio.TimerHandle | None = None
-        self._fired = False
-
-    async def __aenter__(self) -> Deadline:
-        if self._seconds is not None:
-            task = asyncio.current_task(self._loop)
-            assert task is not None, "Deadline is used inside a task"
-            self._task = task
-            self._cancelling = task.cancelling()
-            self._handle = self._loop.call_later(self._seconds, self._fire)
-        return self
-
-    def _fire(self) -> None:
-        self._fired = True
-        self._task.cancel()
-
-    async def __aexit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
-        if self._handle is not None:
-            self._handle.cancel()
-        if self._fired and self._task.uncancel() <= self._cancelling and exc_type is asyncio.CancelledError:
-            raise TimeoutError from exc
 
 
 class HttpClientError(Exception):
@@ -196,6 +163,7 @@ class _Connection(asyncio.Protocol):
         self._header_items: list[tuple[bytes, bytes]] = []
         self._sized = False  # the current answer has a length (or chunked framing), not "until the connection ends"
         self._paused = False
+        self._interim = False
 
     def send(self, head: bytes, body: bytes) -> HttpResponse:
         assert self.transport is not None
@@ -262,18 +230,25 @@ class _Connection(asyncio.Protocol):
         self._header_items.append((name, value))
 
     def on_headers_complete(self) -> None:
+        status = self.parser.get_status_code()
+        if 100 <= status < 200:  # an interim answer (100 Continue, 103 Early Hints): the real one follows
+            self._interim = True
+            self._header_items = []
+            return
         headers = {name.decode("latin-1").lower(): value.decode("latin-1") for name, value in self._header_items}
         self.keep_alive = self.parser.should_keep_alive()
         self._sized = "content-length" in headers or "chunked" in headers.get("transfer-encoding", "").lower()
         if self.response is not None:
-            self.response._headers_done(self.parser.get_status_code(), headers)
+            self.response._headers_done(status, headers)
 
     def on_body(self, body: bytes) -> None:
         if self.response is not None:
             self.response._body(body)
 
     def on_message_complete(self) -> None:
-        if self.response is not None:
+        if self._interim:
+            self._interim = False
+        elif self.response is not None:
             self.response._done()
 
 

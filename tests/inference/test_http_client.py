@@ -116,6 +116,17 @@ async def test_a_body_ended_by_closing_the_connection_is_whole_and_not_reused(se
     assert server.connections == 2
 
 
+async def test_an_interim_answer_is_skipped_for_the_real_one(serve) -> None:
+    server = await serve(lambda request: b"HTTP/1.1 100 Continue\r\n\r\n" + ok(b"real"))
+    client = HttpClient(server.url, {})
+    for _ in range(2):
+        response = await client.request("POST", "/", b"{}")
+        assert (response.status, await response.read()) == (200, b"real")
+        response.release()
+    await client.aclose()
+    assert server.connections == 1
+
+
 async def test_gzip_bodies_are_decoded(serve) -> None:
     packed = gzip.compress(b'{"zipped":1}')
     server = await serve(lambda request: ok(packed, b"content-encoding: gzip\r\n"))
@@ -238,3 +249,24 @@ async def test_https_origins_are_reached_over_tls(serve, tmp_path: Path) -> None
     with pytest.raises(HttpClientError, match="cannot connect"):
         await strict.request("GET", "/")
     await strict.aclose()
+
+
+async def test_a_deadline_times_out_only_its_own_block_and_lets_other_cancellations_through() -> None:
+    from reef.inference.deadline import Deadline
+
+    loop = asyncio.get_running_loop()
+    with pytest.raises(TimeoutError):
+        async with Deadline(loop, 0.05):
+            await asyncio.sleep(5)
+    async with Deadline(loop, None), Deadline(loop, 5):
+        await asyncio.sleep(0)  # no bound, and a bound not reached: nothing happens
+
+    async def bounded() -> None:
+        async with Deadline(loop, 5):
+            await asyncio.sleep(5)
+
+    task = asyncio.create_task(bounded())
+    await asyncio.sleep(0.01)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
