@@ -137,7 +137,6 @@ class _WriterProcess:
         self._send_lock = threading.Lock()
         self._pending: dict[int, concurrent.futures.Future[Any]] = {}
         self._pending_lock = threading.Lock()
-        self._stopping = False
         self.channels: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopChannel] = weakref.WeakKeyDictionary()
         self._popen = subprocess.Popen(
             [sys.executable, "-c", _CHILD_MAIN, str(child.fileno()), config],
@@ -170,15 +169,14 @@ class _WriterProcess:
         return self._popen.poll() is None and self._thread.is_alive()
 
     def _receive(self) -> list[Any] | None:
-        """The next message on the control channel; None at its end."""
+        """The next messages on the control channel (at least one); None at its end."""
         while True:
             data = self._control.recv(1 << 18)
             if not data:
                 return None
             messages = self._reader.feed(data)
             if messages:
-                assert len(messages) == 1, "the writer answers one frame at a time on the control channel"
-                return messages[0]  # type: ignore[no-any-return]
+                return messages
 
     def call(self, job_id: int, kind: str, work: Any) -> Any:
         future: concurrent.futures.Future[Any] = concurrent.futures.Future()
@@ -200,12 +198,12 @@ class _WriterProcess:
         try:
             while True:
                 try:
-                    acks = self._receive()
+                    messages = self._receive()
                 except OSError:
-                    acks = None
-                if acks is None:
+                    messages = None
+                if messages is None:
                     break
-                for job_id, outcome in acks:
+                for job_id, outcome in itertools.chain.from_iterable(messages):
                     with self._pending_lock:
                         future = self._pending.pop(job_id, None)
                     if future is not None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import itertools
 
 import pytest
@@ -94,6 +95,16 @@ async def test_concurrent_async_appends_are_all_durable_with_unique_sequences(st
     stats = store.stats()
     assert stats.appends >= 320
     assert stats.largest_group > 1, "concurrent callers should share a commit"
+
+
+def test_concurrent_blocking_appends_from_threads_are_all_durable(store: SqlRecordStore) -> None:
+    def caller(c: int) -> list[Record]:
+        return [r for n in range(10) for r in store.append([record("threads", c * 100 + n)])]
+
+    with concurrent.futures.ThreadPoolExecutor(16) as pool:
+        acked = [r for batch in pool.map(caller, range(16)) for r in batch]
+    assert sorted(r.sequence for r in acked) == list(range(1, 161))  # type: ignore[type-var]
+    assert len(store.get_many([r.agent_record_id for r in acked])) == 160
 
 
 async def test_a_conflict_in_one_concurrent_caller_does_not_fail_the_others(store: RecordStore) -> None:
