@@ -31,7 +31,7 @@ from reef.learning.base import Batch, Evaluator, Processor, Recipe, Selector
 from reef.learning.evaluation.scores import paired_summary
 from reef.learning.evaluation.selectors import Always
 from reef.learning.growth import Candidate, GrowContext, grow
-from reef.learning.recovery import PAGE_SIZE, resume
+from reef.learning.recovery import feed_new, resume
 from reef.releases.base import CommitLog, ReleaseStore
 from reef.storage.base import RecordStore
 
@@ -326,17 +326,7 @@ class Learner:
         if self._processor is None:
             await asyncio.to_thread(self._resume)
             return
-        while page := await asyncio.to_thread(self.records.page, self.scenario, self._cursor, PAGE_SIZE):
-            for record in page:
-                if record.consumed_step is None:
-                    self._processor.ingest(record)
-            self._cursor = page[-1].sequence or self._cursor
-        wanted = self._processor.wanted()
-        if wanted:  # cited records the processor let go of (it holds only the newest): read them back by id
-            found = await asyncio.to_thread(self.records.get_many, wanted)
-            for record in sorted(found.values(), key=lambda r: r.sequence or 0):
-                if record.scenario == self.scenario and record.consumed_step is None:
-                    self._processor.ingest(record)
+        self._cursor = await feed_new(self.records, self.scenario, self._processor, self._cursor)
 
     # ---- status ----------------------------------------------------------------------------------------------
 

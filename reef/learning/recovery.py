@@ -5,10 +5,12 @@ The commit log is the truth about which step consumed which records. Resuming:
 - marks records that a committed step consumed but that were never marked (a crash after the commit point),
 - feeds every other unconsumed record, in sequence order, to a fresh processor, so nothing consumed is
   trained twice and an unacknowledged batch is built again.
+Afterwards `feed_new` keeps the processor fed with what is appended.
 """
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import dataclasses
 import logging
@@ -76,6 +78,23 @@ def resume(scenario: str, recipe: Recipe, records: RecordStore, releases: Releas
         log.warning("learner %s: marking %d records of committed step %d", scenario, len(record_ids), step)
         records.mark_consumed(record_ids, step)
     return Resumed(processor, cursor, last_step, history[-1] if history else None)
+
+
+async def feed_new(records: RecordStore, scenario: str, processor: Processor, cursor: int) -> int:
+    """Feed `processor` the unconsumed records after `cursor`, then the cited records it let go of (it may hold
+    only the newest), read back by id; returns the new cursor. Reads run in worker threads, ingesting here."""
+    while page := await asyncio.to_thread(records.page, scenario, cursor, PAGE_SIZE):
+        for record in page:
+            if record.consumed_step is None:
+                processor.ingest(record)
+        cursor = page[-1].sequence or cursor
+    wanted = processor.wanted()
+    if wanted:
+        found = await asyncio.to_thread(records.get_many, wanted)
+        for record in sorted(found.values(), key=lambda r: r.sequence or 0):
+            if record.scenario == scenario and record.consumed_step is None:
+                processor.ingest(record)
+    return cursor
 
 
 def commit_history(commits: CommitLog, scenario: str) -> list[Commit]:
