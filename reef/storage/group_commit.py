@@ -21,7 +21,7 @@ import subprocess
 import sys
 import threading
 import weakref
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable
 from typing import Any
 
 import sqlalchemy as sa
@@ -87,7 +87,10 @@ class GroupCommitWriter:
     async def append_async(self, work: Any) -> Any:
         """Commit `work` with whatever else is queued; resolves once durable."""
         loop = asyncio.get_running_loop()
-        return await self._channel_of(loop).submit(loop, next(self._ids), APPEND, work)
+        outcome = await self._channel_of(loop).submit(loop, next(self._ids), APPEND, work)
+        if isinstance(outcome, BaseException):
+            raise outcome
+        return outcome
 
     def call(self, write: Callable[[sa.Connection], Any]) -> Any:
         """Run `write(connection)` in its own transaction in the writer; blocks until committed."""
@@ -260,8 +263,9 @@ class _LoopChannel(asyncio.Protocol):
         if task.cancelled() or task.exception() is not None:
             self.connection_lost(None if task.cancelled() else task.exception())
 
-    def submit(self, loop: asyncio.AbstractEventLoop, job_id: int, kind: str, work: Any) -> Coroutine[Any, Any, Any]:
-        """Queue a job now (it commits even if its caller is cancelled); await the result for its outcome."""
+    def submit(self, loop: asyncio.AbstractEventLoop, job_id: int, kind: str, work: Any) -> asyncio.Future[Any]:
+        """Queue a job now (it commits even if its caller is cancelled); the future's result is its outcome
+        (the result, or the exception to raise)."""
         if self.lost:
             raise WriterStopped("the record writer process is gone")
         future = loop.create_future()
@@ -269,13 +273,7 @@ class _LoopChannel(asyncio.Protocol):
         if not self._outbox:
             loop.call_soon(self._flush)
         self._outbox.append((job_id, kind, work))
-        return self._outcome(future)
-
-    async def _outcome(self, future: asyncio.Future[Any]) -> Any:
-        outcome = await future
-        if isinstance(outcome, BaseException):
-            raise outcome
-        return outcome
+        return future
 
     def _flush(self) -> None:
         if self._outbox and self._transport is not None and not self.lost:

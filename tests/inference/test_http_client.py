@@ -73,13 +73,20 @@ def ok(body: bytes = b'{"ok":true}', extra: bytes = b"") -> bytes:
     return b"HTTP/1.1 200 OK\r\ncontent-length: %d\r\n%s\r\n%s" % (len(body), extra, body)
 
 
+async def fetch(client: HttpClient, method: str, path: str, body: bytes = b"") -> tuple[int, bytes]:
+    """One whole exchange: (status, body), the connection handed back."""
+    response = await client.request(method, path, body)
+    try:
+        return response.status, await response.read()
+    finally:
+        response.release()
+
+
 async def test_requests_reuse_one_keep_alive_connection(serve) -> None:
     server = await serve(lambda request: ok())
     client = HttpClient(server.url, {"x-key": "k"})
     for _ in range(3):
-        response = await client.request("POST", "/v1/x", b"{}")
-        assert (response.status, await response.read()) == (200, b'{"ok":true}')
-        response.release()
+        assert await fetch(client, "POST", "/v1/x", b"{}") == (200, b'{"ok":true}')
     await client.aclose()
     assert server.connections == 1
     assert server.requests[0].startswith(b"POST /v1/x HTTP/1.1\r\n")
@@ -109,9 +116,7 @@ async def test_a_body_ended_by_closing_the_connection_is_whole_and_not_reused(se
     server = await serve(lambda request: b"HTTP/1.1 200 OK\r\nconnection: close\r\n\r\nuntil the end")
     client = HttpClient(server.url, {})
     for _ in range(2):
-        response = await client.request("GET", "/")
-        assert await response.read() == b"until the end"
-        response.release()
+        assert (await fetch(client, "GET", "/"))[1] == b"until the end"
     await client.aclose()
     assert server.connections == 2
 
@@ -120,9 +125,7 @@ async def test_an_interim_answer_is_skipped_for_the_real_one(serve) -> None:
     server = await serve(lambda request: b"HTTP/1.1 100 Continue\r\n\r\n" + ok(b"real"))
     client = HttpClient(server.url, {})
     for _ in range(2):
-        response = await client.request("POST", "/", b"{}")
-        assert (response.status, await response.read()) == (200, b"real")
-        response.release()
+        assert await fetch(client, "POST", "/", b"{}") == (200, b"real")
     await client.aclose()
     assert server.connections == 1
 
@@ -131,9 +134,7 @@ async def test_gzip_bodies_are_decoded(serve) -> None:
     packed = gzip.compress(b'{"zipped":1}')
     server = await serve(lambda request: ok(packed, b"content-encoding: gzip\r\n"))
     client = HttpClient(server.url, {})
-    response = await client.request("GET", "/")
-    assert await response.read() == b'{"zipped":1}'
-    response.release()
+    assert (await fetch(client, "GET", "/"))[1] == b'{"zipped":1}'
     await client.aclose()
 
 
@@ -141,12 +142,9 @@ async def test_a_stale_keep_alive_connection_is_retried_once_on_a_new_one(serve)
     answers = iter([ok(b"first"), None, ok(b"second")])
     server = await serve(lambda request: next(answers))
     client = HttpClient(server.url, {})
-    first = await client.request("POST", "/", b"1")
-    assert await first.read() == b"first"
-    first.release()
-    second = await client.request("POST", "/", b"2")  # the server drops the pooled connection on this one
-    assert await second.read() == b"second"
-    second.release()
+    assert (await fetch(client, "POST", "/", b"1"))[1] == b"first"
+    # The server drops the pooled connection on this one.
+    assert (await fetch(client, "POST", "/", b"2"))[1] == b"second"
     await client.aclose()
     assert server.connections == 2
 
@@ -240,9 +238,7 @@ async def test_https_origins_are_reached_over_tls(serve, tmp_path: Path) -> None
     server = await serve(lambda request: ok(b"secret"), ssl_context=server_context)
     trusting = ssl.create_default_context(cafile=str(cert))
     client = HttpClient(server.url, {}, ssl_context=trusting)
-    response = await client.request("GET", "/")
-    assert await response.read() == b"secret"
-    response.release()
+    assert (await fetch(client, "GET", "/"))[1] == b"secret"
     await client.aclose()
     # Without trusting the certificate the connection is refused.
     strict = HttpClient(server.url, {})
