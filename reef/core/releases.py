@@ -6,7 +6,9 @@ import dataclasses
 from typing import Any, Literal
 
 ReleaseOperation = Literal["creation", "training", "rollback", "promote"]
-Verdict = Literal["published", "rejected", "skipped", "pending"]
+# published: serves now; pending: stored for review; kept: did not lose, the lineage's new tip (next step trains
+# from it); rejected: lost (dropped, the lineage returns to the serving release); skipped: nothing was judged.
+Verdict = Literal["published", "rejected", "skipped", "pending", "kept"]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -58,6 +60,7 @@ class Commit:
     metrics: dict[str, Any]
     consumed_record_ids: list[str]
     created_at: float
+    trained_from: str | None = None  # the release (or lineage tip) the candidate was trained from
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

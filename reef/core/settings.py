@@ -101,6 +101,11 @@ class EvaluationSettings(_Section):
     max_new_tokens: int = Field(64, gt=0)
     temperature: float = Field(0.0, ge=0)
     max_parallel_tasks: int = Field(8, gt=0)  # tasks in flight at once (each sends candidate and current together)
+    # With no tasks of its own (API or file), a scenario's gate holds out about one in `holdout_every` reports that
+    # carry a known answer (0: never) and waits until it has `holdout_min_tasks` of them.
+    holdout_every: int = Field(4, ge=0)
+    holdout_min_tasks: int = Field(4, gt=0)
+    max_tasks_bytes: int = Field(8 * 1024 * 1024, gt=0)  # one POST /reef/scenarios/{s}/tasks body
 
 
 class HarnessSettings(_Section):

@@ -39,6 +39,15 @@ class Processor(abc.ABC):
         the learner reads them back and ingests them."""
         return []
 
+    def hold_out(self, every: int) -> None:  # noqa: B027 - optional hook
+        """Keep about one in `every` reports that carry a known answer out of training, as gate tasks (0: none).
+
+        Which ones is decided by each report's id alone, so the split is the same after a restart."""
+
+    def gate_tasks(self) -> list[dict[str, Any]]:
+        """The held-out reports as gate task rows (`{"id", "messages", "checker", "answer", …}`), oldest first."""
+        return []
+
     @abc.abstractmethod
     def build_batch(self) -> Batch | None:
         """Take a batch of ready units (None if not enough); it stays reserved until acknowledged."""
@@ -95,6 +104,13 @@ class Selector(abc.ABC):
     @abc.abstractmethod
     def accept(self, candidate: Sequence[float], current: Sequence[float]) -> tuple[bool, str]:
         """(accepted, human-readable reason)."""
+
+    def lost(self, candidate: Sequence[float], current: Sequence[float]) -> bool:
+        """Whether a candidate that was not accepted did worse than the current release (then it is dropped;
+        one that did not lose stays the tip of the working lineage). By default: a lower mean score."""
+        if not candidate or len(candidate) != len(current):
+            return True
+        return sum(candidate) / len(candidate) < sum(current) / len(current)
 
 
 class Recipe(abc.ABC):

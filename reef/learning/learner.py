@@ -1,8 +1,15 @@
 """The per-scenario learner: the single writer of a scenario's releases.
 
-One step: build a batch → grow a candidate → evaluate it paired against the serving release → select →
-publish (compare-and-swap on the head; pending under review) → append the commit log (the commit point) →
-activate in the engine → mark the batch's records consumed → acknowledge the batch.
+One step: build a batch → grow a candidate (from the tip of the working lineage, else the serving release) →
+evaluate it paired against the serving release on the gate's tasks → select → publish (compare-and-swap on the
+head; pending under review) → append the commit log (the commit point) → activate in the engine → mark the
+batch's records consumed → acknowledge the batch.
+
+The working lineage: a candidate that is not accepted but did not lose (a tie: the first steps often change no
+answer yet) is kept (verdict `kept`) as the lineage's tip, stored in the release repository unserved, and the
+next step trains from it, so no step's learning is thrown away; a candidate that loses is dropped (`rejected`)
+and the lineage returns to the serving release; an accepted one is published and the lineage starts again from
+it. A lineage belongs to the serving release it grew from: a rollback or a promote starts a new one.
 
 A crash before the commit log leaves the old release serving and the batch unconsumed, so it is retried; a
 crash after it is repaired on resume (see `recovery`). A rejected candidate
@@ -15,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import dataclasses
 import logging
 import shutil
 import tempfile
@@ -30,6 +38,8 @@ from reef.inference.base import Engine
 from reef.learning.base import Batch, Evaluator, Processor, Recipe, Selector
 from reef.learning.evaluation.scores import paired_summary
 from reef.learning.evaluation.selectors import Always
+from reef.learning.evaluation.tasks import Task
+from reef.learning.gate import GateSources, GateTasks, HeldOutTasks
 from reef.learning.growth import Candidate, GrowContext, grow
 from reef.learning.recovery import feed_new, resume
 from reef.releases.base import CommitLog, ReleaseStore
@@ -61,6 +71,7 @@ class Learner:
         activate: Activate,
         commit_lock: asyncio.Lock,
         backend_factory: Callable[[], Any],
+        gate: GateSources,
     ) -> None:
         self.scenario = scenario
         self.recipe = recipe
@@ -74,6 +85,9 @@ class Learner:
         self._activate = activate
         self._commit_lock = commit_lock  # shared with rollback/promote: head moves and activations never interleave
         self._backend_factory = backend_factory
+        self.gate = gate
+        self._held_out = HeldOutTasks()
+        self._lineage_id: str | None = None  # the lineage tip the commit log vouches for
         self._step_lock = asyncio.Lock()
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -128,6 +142,13 @@ class Learner:
             if batch is None:
                 return None
             return (await self._run_step(batch)).to_json()
+
+    async def regate(self) -> None:
+        """The scenario's own tasks changed: rebuild the processor with the held-out split they call for."""
+        async with self._step_lock:
+            await asyncio.to_thread(self._resume)
+            self._blocked = None
+        self.wake()
 
     async def _run(self) -> None:
         batch_size = self.settings.learning.batch_size
@@ -186,26 +207,92 @@ class Learner:
 
     async def _grow_judge_commit(self, step: int, batch: Batch, work_dir: Path) -> Commit:
         head = await asyncio.to_thread(self.releases.head, self.scenario)
-        parent_dir = await asyncio.to_thread(self.releases.materialize, head) if head is not None else None
-        ctx = GrowContext(self.scenario, step, work_dir, self.settings, self.engine, self.records, head, self._progress)
+        tip = await asyncio.to_thread(self._lineage_tip, head)
+        trained_from = tip or head
+        parent_dir = await asyncio.to_thread(self.releases.materialize, trained_from) if trained_from else None
+        self._job["trained_from"] = trained_from.release_id if trained_from is not None else None
+        ctx = GrowContext(
+            self.scenario, step, work_dir, self.settings, self.engine, self.records, trained_from, self._progress
+        )
         candidate = await grow(self.recipe, batch, parent_dir, ctx, self._backend_factory)
         self._job["state"] = "evaluating"
         candidate_scores, current_scores, accepted, reason = await self._judge(candidate.path, head)
         metrics = {**candidate.metrics, **paired_summary(candidate_scores, current_scores)}
-        log.info("learner %s: step %d %s: %s", self.scenario, step, "accepted" if accepted else "rejected", reason)
-        if not accepted:
-            commit = self._commit(
-                step, "rejected", reason, None, head, candidate_scores, current_scores, metrics, batch.record_ids
+        lineage = _Lineage(head, trained_from)
+        if accepted:
+            log.info("learner %s: step %d accepted: %s", self.scenario, step, reason)
+            self._job["state"] = "publishing"
+            return await self._publish(
+                step, batch, candidate, lineage, candidate_scores, current_scores, reason, metrics
             )
-            await asyncio.to_thread(self.commits.append, commit)
-            return commit
-        self._job["state"] = "publishing"
-        return await self._publish(step, batch, candidate, head, candidate_scores, current_scores, reason, metrics)
+        judged = len(candidate_scores) > 0 and len(candidate_scores) == len(current_scores)
+        if judged and head is not None and not self.selector.lost(candidate_scores, current_scores):
+            log.info("learner %s: step %d kept as the lineage's tip: %s", self.scenario, step, reason)
+            return await self._keep(step, batch, candidate, lineage, candidate_scores, current_scores, reason, metrics)
+        log.info("learner %s: step %d rejected: %s", self.scenario, step, reason)
+        # A candidate that lost is dropped and the lineage returns to the serving release; one that could not be
+        # judged (the evaluation failed) leaves the lineage as it was.
+        self._lineage_id = self._lineage_id if not judged else None
+        commit = self._commit(
+            step, "rejected", reason, None, lineage, candidate_scores, current_scores, metrics, batch.record_ids
+        )
+        await asyncio.to_thread(self.commits.append, commit)
+        if self._lineage_id is None:
+            await asyncio.to_thread(self.releases.drop_lineage, self.scenario)
+        return commit
+
+    def _lineage_tip(self, head: Release | None) -> Release | None:
+        """The lineage's tip when the commit log vouches for it and it grew from the serving release, else None
+        (a stale tip is dropped)."""
+        tip = self.releases.lineage(self.scenario)
+        if tip is None:
+            return None
+        if (
+            head is not None
+            and tip.release_id == self._lineage_id
+            and tip.metrics.get("lineage_base") == head.release_id
+        ):
+            return tip
+        log.info("learner %s: dropping the stale lineage tip %s", self.scenario, tip.release_id)
+        self.releases.drop_lineage(self.scenario)
+        self._lineage_id = None
+        return None
+
+    async def _keep(
+        self,
+        step: int,
+        batch: Batch,
+        candidate: Candidate,
+        lineage: _Lineage,
+        candidate_scores: list[float],
+        current_scores: list[float],
+        reason: str,
+        metrics: dict[str, Any],
+    ) -> Commit:
+        """Store a candidate that did not lose as the lineage's new tip; the next step trains from it."""
+        assert lineage.head is not None and lineage.trained_from is not None
+        tip = await asyncio.to_thread(
+            self.releases.keep_lineage,
+            self.scenario,
+            candidate.path,
+            lineage.trained_from.release_id,
+            step=step,
+            recipe=self.recipe.name,
+            # As for a publish: the consumed ids ride along so a crash before the commit log rolls forward.
+            metrics={**metrics, "lineage_base": lineage.head.release_id, "consumed_record_ids": list(batch.record_ids)},
+        )
+        self._lineage_id = tip.release_id
+        reason = f"{reason}; did not lose: kept as the lineage's tip, the next step trains from it"
+        commit = self._commit(
+            step, "kept", reason, tip, lineage, candidate_scores, current_scores, metrics, batch.record_ids
+        )
+        await asyncio.to_thread(self.commits.append, commit)
+        return commit
 
     async def _judge(self, candidate_path: Path, head: Release | None) -> tuple[list[float], list[float], bool, str]:
         """Evaluate and select; any exception fails closed (rejects)."""
-        if self._tasks_configured() is False:
-            return [], [], True, "no evaluation tasks; policy always accepts"
+        if self._uses_gate_tasks() and not self.gate_tasks().tasks:
+            return [], [], True, "no gate tasks; policy always accepts"
         candidate_scores: list[float] = []
         current_scores: list[float] = []
         try:
@@ -223,13 +310,14 @@ class Learner:
         step: int,
         batch: Batch,
         candidate: Candidate,
-        head: Release | None,
+        lineage: _Lineage,
         candidate_scores: list[float],
         current_scores: list[float],
         reason: str,
         metrics: dict[str, Any],
     ) -> Commit:
         review = self.settings.learning.review
+        head = lineage.head
         async with self._commit_lock:
             release = await asyncio.to_thread(
                 self.releases.publish,
@@ -240,14 +328,20 @@ class Learner:
                 step=step,
                 recipe=self.recipe.name,
                 # The consumed ids ride along so a crash before the commit log can be rolled forward on resume.
-                metrics={**metrics, "consumed_record_ids": list(batch.record_ids)},
+                metrics={
+                    **metrics,
+                    "trained_from": _release_id(lineage.trained_from),
+                    "consumed_record_ids": list(batch.record_ids),
+                },
                 pending=review,
             )
             verdict: Verdict = "pending" if review else "published"
+            self._lineage_id = None  # a published (or pending) candidate ends the lineage
             commit = self._commit(
-                step, verdict, reason, release, head, candidate_scores, current_scores, metrics, batch.record_ids
+                step, verdict, reason, release, lineage, candidate_scores, current_scores, metrics, batch.record_ids
             )
             await asyncio.to_thread(self.commits.append, commit)
+            await asyncio.to_thread(self.releases.drop_lineage, self.scenario)
             if not review:
                 try:
                     await self._activate(self.scenario, release)
@@ -272,7 +366,15 @@ class Learner:
         consumed = list(batch.record_ids) if give_up else []
         reason += f"; gave up on this batch after {MAX_ATTEMPTS} attempts" if give_up else "; the batch will be retried"
         commit = self._commit(
-            step, "skipped", reason, None, None, [], [], {"batch_record_ids": list(batch.record_ids)}, consumed
+            step,
+            "skipped",
+            reason,
+            None,
+            _NO_LINEAGE,
+            [],
+            [],
+            {"batch_record_ids": list(batch.record_ids)},
+            consumed,
         )
         self._error(step, reason)
         try:
@@ -293,31 +395,56 @@ class Learner:
         if self._blocked != reason:
             self._blocked = reason
             self._error(None, reason)
-            commit = self._commit(self._step + 1, "skipped", reason, None, None, [], [], {}, [])
+            commit = self._commit(self._step + 1, "skipped", reason, None, _NO_LINEAGE, [], [], {}, [])
             await asyncio.to_thread(self.commits.append, commit)
             self._step, self._last_commit = commit.step, commit
         assert self._last_commit is not None
         return self._last_commit.to_json()
 
     def _evaluation_blocker(self) -> str | None:
-        """Why no candidate could be judged (no held-out tasks and a policy that needs scores), or None."""
-        if self._tasks_configured() is False and not isinstance(self.selector, Always):
+        """Why no candidate could be judged now (too few gate tasks for a policy that needs scores), or None."""
+        if not self._uses_gate_tasks() or isinstance(self.selector, Always):
+            return None
+        gate = self.gate_tasks()
+        every = self.settings.evaluation.holdout_every
+        split = (
+            f"or send reports with a known answer (about one in {every} is held out for the gate)"
+            if every
+            else "(evaluation.holdout_every is 0: no report is held out)"
+        )
+        if not gate.tasks:
             return (
-                f"no evaluation tasks for scenario {self.scenario!r} (evaluation.tasks) and the policy "
-                f"{self.settings.evaluation.policy!r} needs scores; not training"
+                f"no gate tasks for scenario {self.scenario!r}: post them to /reef/scenarios/{self.scenario}/tasks, "
+                f"set evaluation.tasks, {split}; not training"
+            )
+        minimum = self.settings.evaluation.holdout_min_tasks
+        if gate.source == "held_out" and len(gate.tasks) < minimum:
+            return (
+                f"the held-out split of scenario {self.scenario!r} has fewer than {minimum} tasks "
+                f"(evaluation.holdout_min_tasks); waiting for more reports with a known answer"
             )
         return None
 
-    def _tasks_configured(self) -> bool | None:
-        """True/False for task-based evaluators; None when the evaluator does not use task files."""
-        tasks = getattr(self.evaluator, "tasks", None)
-        return bool(tasks(self.scenario)) if callable(tasks) else None
+    def _uses_gate_tasks(self) -> bool:
+        """Whether the evaluator scores on gate tasks (a recipe's own evaluator may not)."""
+        return bool(getattr(self.evaluator, "uses_gate_tasks", False))
+
+    def gate_tasks(self) -> GateTasks:
+        """The tasks the gate uses now: the scenario's own (API, file), else its held-out split."""
+        explicit = self.gate.explicit(self.scenario)
+        if explicit.tasks or self._processor is None:
+            return explicit
+        held_out: list[Task] = self._held_out.update(self._processor.gate_tasks())
+        return GateTasks("held_out" if held_out else "none", held_out)
 
     # ---- resume ----------------------------------------------------------------------------------------------
 
     def _resume(self) -> None:
-        resumed = resume(self.scenario, self.recipe, self.records, self.releases, self.commits)
+        every = self.gate.held_out_every(self.scenario) if self._uses_gate_tasks() else 0
+        resumed = resume(self.scenario, self.recipe, self.records, self.releases, self.commits, holdout_every=every)
         self._processor, self._cursor = resumed.processor, resumed.cursor
+        self._held_out = HeldOutTasks()
+        self._lineage_id = resumed.lineage_id
         self._step = max(resumed.last_step, self._step)
         self._last_commit = resumed.last_commit
 
@@ -346,7 +473,7 @@ class Learner:
         verdict: Verdict,
         reason: str,
         release: Release | None,
-        head: Release | None,
+        lineage: _Lineage,
         candidate_scores: list[float],
         current_scores: list[float],
         metrics: dict[str, Any],
@@ -357,13 +484,15 @@ class Learner:
             step=step,
             verdict=verdict,
             reason=reason,
-            release_id=release.release_id if release is not None else None,
-            parent_release_id=head.release_id if head is not None else None,
+            release_id=_release_id(release),
+            parent_release_id=_release_id(lineage.head),
             candidate_scores=list(candidate_scores),
             current_scores=list(current_scores),
-            metrics=metrics,
+            # Every judged step says what the lineage is afterwards: a resume trusts only the tip it names.
+            metrics=metrics if verdict == "skipped" else {**metrics, "lineage": self._lineage_id},
             consumed_record_ids=list(consumed),
             created_at=time.time(),
+            trained_from=_release_id(lineage.trained_from),
         )
 
     def status(self) -> dict[str, Any]:
@@ -389,6 +518,34 @@ class Learner:
                 **paired_summary(last.candidate_scores, last.current_scores),
             },
             "blocked": self._blocked,
+            "gate": self._gate_status(),
+            "lineage": {"tip_release_id": self._lineage_id},
             "consecutive_failures": self._failures,
             "errors": list(self._errors),
         }
+
+    def _gate_status(self) -> dict[str, Any]:
+        if not self._uses_gate_tasks():
+            return {"source": "evaluator", "tasks": None}
+        gate = self.gate_tasks()
+        return {
+            **gate.to_json(),
+            "holdout_every": self.gate.held_out_every(self.scenario),
+            "holdout_min_tasks": self.settings.evaluation.holdout_min_tasks,
+            "waiting": self._evaluation_blocker(),
+        }
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Lineage:
+    """A step's two parents: the serving release it is judged against and the release it was trained from."""
+
+    head: Release | None
+    trained_from: Release | None
+
+
+_NO_LINEAGE = _Lineage(None, None)
+
+
+def _release_id(release: Release | None) -> str | None:
+    return release.release_id if release is not None else None

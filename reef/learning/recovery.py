@@ -1,7 +1,8 @@
 """Rebuilding a learner's state from the durable stores, at start and after a failed step.
 
 The commit log is the truth about which step consumed which records. Resuming:
-- rolls forward a release published by a step that crashed before its commit (the release already serves),
+- rolls forward a release published by a step that crashed before its commit (the release already serves), and
+  likewise a lineage tip kept by such a step,
 - marks records that a committed step consumed but that were never marked (a crash after the commit point),
 - feeds every other unconsumed record, in sequence order, to a fresh processor, so nothing consumed is
   trained twice and an unacknowledged batch is built again.
@@ -16,7 +17,7 @@ import dataclasses
 import logging
 import time
 
-from reef.core.releases import Commit
+from reef.core.releases import Commit, Release, Verdict
 from reef.learning.base import Processor, Recipe
 from reef.releases.base import CommitLog, ReleaseStore
 from reef.storage.base import RecordStore
@@ -34,34 +35,32 @@ class Resumed:
     cursor: int
     last_step: int
     last_commit: Commit | None
+    lineage_id: str | None  # the working lineage's tip as the commit log names it
 
 
-def resume(scenario: str, recipe: Recipe, records: RecordStore, releases: ReleaseStore, commits: CommitLog) -> Resumed:
-    """Repair what a crash left half done and refill a fresh processor (blocking; run in a worker thread)."""
+def resume(
+    scenario: str,
+    recipe: Recipe,
+    records: RecordStore,
+    releases: ReleaseStore,
+    commits: CommitLog,
+    holdout_every: int = 0,
+) -> Resumed:
+    """Repair what a crash left half done and refill a fresh processor (blocking; run in a worker thread).
+
+    `holdout_every` is handed to the processor (`Processor.hold_out`) before it reads a record."""
     processor = recipe.processor()
     if processor is None:
         raise TypeError(f"recipe {recipe.name!r} does not learn (no processor)")
+    processor.hold_out(holdout_every)
     history = commit_history(commits, scenario)
-    last_step = history[-1].step if history else 0
     head = releases.head(scenario)
-    if head is not None and head.operation == "training" and head.step > last_step:
-        recovered = Commit(
-            scenario=scenario,
-            step=head.step,
-            verdict="published",
-            reason="recovered on resume: published before a crash, committed now",
-            release_id=head.release_id,
-            parent_release_id=head.parent_release_id,
-            candidate_scores=[],
-            current_scores=[],
-            metrics={},
-            consumed_record_ids=list(head.metrics.get("consumed_record_ids", [])),
-            created_at=time.time(),
-        )
-        commits.append(recovered)
-        history.append(recovered)
-        last_step = head.step
-        log.warning("learner %s: rolled forward step %d (release %s)", scenario, head.step, head.release_id)
+    if head is not None and head.operation == "training":
+        _roll_forward(commits, history, head, "published", head.parent_release_id)
+    tip = releases.lineage(scenario)
+    if tip is not None:
+        _roll_forward(commits, history, tip, "kept", tip.metrics.get("lineage_base"))
+    last_step = history[-1].step if history else 0
     claimed = {record_id: commit.step for commit in history for record_id in commit.consumed_record_ids}
     owed: dict[int, list[str]] = collections.defaultdict(list)
     cursor = 0
@@ -77,7 +76,37 @@ def resume(scenario: str, recipe: Recipe, records: RecordStore, releases: Releas
     for step, record_ids in owed.items():
         log.warning("learner %s: marking %d records of committed step %d", scenario, len(record_ids), step)
         records.mark_consumed(record_ids, step)
-    return Resumed(processor, cursor, last_step, history[-1] if history else None)
+    judged = [commit for commit in history if "lineage" in commit.metrics]
+    lineage_id = judged[-1].metrics["lineage"] if judged else None
+    return Resumed(processor, cursor, last_step, history[-1] if history else None, lineage_id)
+
+
+def _roll_forward(
+    commits: CommitLog, history: list[Commit], release: Release, verdict: Verdict, parent_release_id: str | None
+) -> None:
+    """Commit a step that stored `release` but crashed before its commit log entry (its step is newer)."""
+    last_step = history[-1].step if history else 0
+    if release.step <= last_step:
+        return
+    recovered = Commit(
+        scenario=release.scenario,
+        step=release.step,
+        verdict=verdict,
+        reason=f"recovered on resume: {verdict} before a crash, committed now",
+        release_id=release.release_id,
+        parent_release_id=parent_release_id,
+        candidate_scores=[],
+        current_scores=[],
+        metrics={"lineage": release.release_id if verdict == "kept" else None},
+        consumed_record_ids=list(release.metrics.get("consumed_record_ids", [])),
+        created_at=time.time(),
+        trained_from=release.metrics.get("trained_from") if verdict == "published" else release.parent_release_id,
+    )
+    commits.append(recovered)
+    history.append(recovered)
+    log.warning(
+        "learner %s: rolled forward step %d (%s %s)", release.scenario, release.step, verdict, release.release_id
+    )
 
 
 async def feed_new(records: RecordStore, scenario: str, processor: Processor, cursor: int) -> int:

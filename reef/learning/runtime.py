@@ -19,6 +19,9 @@ from reef.core.settings import Settings
 from reef.inference.base import Engine, RequestContext
 from reef.learning.base import Evaluator, Recipe, Selector
 from reef.learning.evaluation import TaskEvaluator, load_selector
+from reef.learning.evaluation.task_store import parse_tasks_body
+from reef.learning.evaluation.tasks import Task
+from reef.learning.gate import GateSources
 from reef.learning.growth import default_backend_factory
 from reef.learning.learner import Learner
 from reef.releases.base import CommitLog, ReleaseStore
@@ -65,6 +68,7 @@ class Runtime:
             recipe = load_recipe(settings.learning.recipe, settings)
         self.recipe: Recipe = recipe
         self.learns = recipe.processor() is not None
+        self.gate = GateSources(settings)
         self.evaluator = evaluator or self._default_evaluator()
         self.selector = selector or self._default_selector()
         self._backend_factory = backend_factory or default_backend_factory(settings)
@@ -87,6 +91,7 @@ class Runtime:
             context_for=self.context_for,
             candidate_prompt=candidate_prompt,
             max_parallel_tasks=self.settings.evaluation.max_parallel_tasks,
+            tasks_for=self.gate_tasks,
         )
 
     def _default_selector(self) -> Selector:
@@ -140,6 +145,7 @@ class Runtime:
             activate=self._activate,
             commit_lock=self._commit_lock(name),
             backend_factory=self._backend_factory,
+            gate=self.gate,
         )
 
     # ---- scenarios -------------------------------------------------------------------------------------------
@@ -194,6 +200,7 @@ class Runtime:
         if learner is not None:
             await learner.stop()
         async with self._commit_lock(name):
+            await asyncio.to_thread(self.gate.store.clear, name)
             await asyncio.to_thread(self.records.archive_scenario, name)
             archive = getattr(self.release_store, "archive", None)
             if callable(archive):
@@ -287,6 +294,46 @@ class Runtime:
         if scenario not in self._known and self.records.scenario(scenario) is None:
             raise NotFound(f"scenario {scenario!r} does not exist")
 
+    # ---- gate tasks ------------------------------------------------------------------------------------------
+
+    def gate_tasks(self, scenario: str) -> list[Task]:
+        """The tasks the gate of `scenario` uses now (its own, else its held-out split)."""
+        learner = self._learners.get(scenario)
+        return learner.gate_tasks().tasks if learner is not None else self.gate.explicit(scenario).tasks
+
+    def tasks(self, scenario: str) -> dict[str, Any]:
+        """The API-given tasks of `scenario` and what its gate uses now."""
+        self._require(scenario)
+        return {"tasks": self.gate.store.rows(scenario), "gate": self.gate_tasks_json(scenario)}
+
+    async def add_tasks(self, scenario: str, body: bytes) -> dict[str, Any]:
+        """Validate and store gate tasks given as a request body (`{"tasks": [...]}` or JSONL); BadRequest names
+        the task and field of the first problem, and then nothing is stored."""
+        self._require(scenario)
+        rows = parse_tasks_body(body, self.settings.evaluation.max_tasks_bytes)
+        added = await asyncio.to_thread(self.gate.store.add, scenario, rows)
+        await self._regate(scenario)
+        return {"added": len(added), "tasks": added, "gate": self.gate_tasks_json(scenario)}
+
+    async def clear_tasks(self, scenario: str) -> dict[str, Any]:
+        """Forget the API-given tasks of `scenario`."""
+        self._require(scenario)
+        removed = await asyncio.to_thread(self.gate.store.clear, scenario)
+        await self._regate(scenario)
+        return {"removed": removed, "gate": self.gate_tasks_json(scenario)}
+
+    def gate_tasks_json(self, scenario: str) -> dict[str, Any]:
+        """Where the gate of `scenario` takes its tasks from now, and how many it has."""
+        learner = self._learners.get(scenario)
+        gate = learner.gate_tasks() if learner is not None else self.gate.explicit(scenario)
+        return gate.to_json()
+
+    async def _regate(self, scenario: str) -> None:
+        """The scenario's own tasks changed: its learner re-reads its records with the matching held-out split."""
+        learner = self._learners.get(scenario)
+        if learner is not None:
+            await learner.regate()
+
     # ---- learning --------------------------------------------------------------------------------------------
 
     async def step(self, scenario: str) -> dict[str, Any] | None:
@@ -320,6 +367,8 @@ class Runtime:
             "evaluation": {
                 "policy": self.settings.evaluation.policy,
                 "tasks": str(self.settings.evaluation.tasks) if self.settings.evaluation.tasks else None,
+                "holdout_every": self.settings.evaluation.holdout_every,
+                "holdout_min_tasks": self.settings.evaluation.holdout_min_tasks,
             },
             "scenarios": scenarios,
         }

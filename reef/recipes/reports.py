@@ -6,6 +6,10 @@ which turns it into a training `Unit` (or skips it, with a reason). A report cit
 State is derived only from the records ingested, so a fresh processor fed the unconsumed records after a
 restart rebuilds the same units.
 
+With a held-out split (`hold_out`), a report whose id falls in the split and that `gate_task` can turn into a gate
+task (it carries a known answer) becomes one instead of a unit: it is never trained on and never consumed, so a
+restart rebuilds the same gate tasks from the same unconsumed records.
+
 Only the newest `MAX_HELD_ROLLOUTS` inference records are held (a busy proxy records far more inferences than
 anyone reports on); a report citing an older one asks for it (`wanted`), and the learner reads it back by id.
 """
@@ -20,6 +24,7 @@ from typing import Any
 
 from reef.core.records import Record
 from reef.learning.base import Batch, Processor
+from reef.learning.evaluation.holdout import is_held_out
 
 MAX_HELD_ROLLOUTS = 20_000
 
@@ -92,10 +97,22 @@ class ReportJoiningProcessor(Processor):
         self._reserved: dict[str, list[str]] = {}
         self._skipped_ids: list[str] = []
         self._held_ids: set[str] = set()  # report ids in pending, units or reserved batches: ingest is idempotent
+        self._holdout_every = 0
+        self._gate_rows: list[dict[str, Any]] = []
 
     @abc.abstractmethod
     def join(self, report: Record, rollouts: list[Rollout]) -> None:
         """Turn a report and its cited rollouts into units (`add_unit`) or drop it (`skip`)."""
+
+    def gate_task(self, report: Record, rollouts: list[Rollout]) -> dict[str, Any] | None:
+        """A held-out report as a gate task row, or None when it carries no known answer (then it is trained on)."""
+        return None
+
+    def hold_out(self, every: int) -> None:
+        self._holdout_every = max(0, int(every))
+
+    def gate_tasks(self) -> list[dict[str, Any]]:
+        return list(self._gate_rows)
 
     def ingest(self, record: Record) -> None:
         if record.request_type == "inference":
@@ -126,7 +143,13 @@ class ReportJoiningProcessor(Processor):
         if missing:
             return
         del self._pending[report.agent_record_id]
-        self.join(report, [self._rollouts[r] for r in references])
+        rollouts = [self._rollouts[r] for r in references]
+        if is_held_out(report.agent_record_id, self._holdout_every):
+            row = self.gate_task(report, rollouts)
+            if row is not None:
+                self._gate_rows.append(row)
+                return
+        self.join(report, rollouts)
 
     def add_unit(self, record_ids: list[str], samples: list[dict[str, Any]]) -> None:
         self._units.append(Unit(tuple(record_ids), tuple(samples)))

@@ -43,17 +43,38 @@ class SFTProcessor(ReportJoiningProcessor):
         payload = report.payload or {}
         record_ids = [report.agent_record_id, *(r.record_id for r in rollouts)]
         demonstration = demonstration_of(payload, self.demonstration_from_feedback)
-        if rollouts:
-            prompt = rollouts[0].prompt()
-        else:
-            messages = (payload.get("metadata") or {}).get("messages")
-            prompt = {"messages": messages} if isinstance(messages, list) and messages else None
+        prompt = rollouts[0].prompt() if rollouts else _reported_messages(payload)
         if demonstration is None:
             self.skip(record_ids, "no_demonstration")
         elif prompt is None:
             self.skip(record_ids, "no_prompt")
         else:
             self.add_unit(record_ids, [{**prompt, "completion_text": demonstration}])
+
+    def gate_task(self, report: Record, rollouts: list[Rollout]) -> dict[str, Any] | None:
+        """The cited prompt (as chat messages, without tools) with the demonstration as the answer, scored by `f1`."""
+        payload = report.payload or {}
+        demonstration = demonstration_of(payload, self.demonstration_from_feedback)
+        prompt = ({"messages": rollouts[0].messages} if rollouts[0].messages else None) if rollouts else None
+        prompt = prompt or _reported_messages(payload)
+        if demonstration is None or prompt is None or (rollouts and rollouts[0].tools):
+            return None
+        return {
+            "id": report.agent_record_id,
+            "messages": prompt["messages"],
+            "checker": "f1",
+            "answer": demonstration,
+            # Enough for the answer and a few words around it (about 3 characters a token).
+            "max_tokens": min(len(demonstration) // 3 + 16, HELD_OUT_MAX_TOKENS),
+        }
+
+
+def _reported_messages(payload: dict[str, Any]) -> dict[str, Any] | None:
+    messages = (payload.get("metadata") or {}).get("messages")
+    return {"messages": messages} if isinstance(messages, list) and messages else None
+
+
+HELD_OUT_MAX_TOKENS = 512
 
 
 class SFTRecipe(WeightsRecipe):

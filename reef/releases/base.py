@@ -50,6 +50,28 @@ class ReleaseStore(abc.ABC):
     def materialize(self, release: Release) -> Path:
         """A read-only local directory holding the release's files (cached)."""
 
+    @abc.abstractmethod
+    def keep_lineage(
+        self,
+        scenario: str,
+        content: Path,
+        parent_release_id: str,
+        *,
+        step: int,
+        recipe: str = "",
+        metrics: dict[str, Any] | None = None,
+    ) -> Release:
+        """Store a candidate that did not lose as the tip of the scenario's working lineage (unserved, unlisted);
+        it replaces the previous tip. `parent_release_id` is the release it was trained from."""
+
+    @abc.abstractmethod
+    def lineage(self, scenario: str) -> Release | None:
+        """The tip of the scenario's working lineage, or None."""
+
+    @abc.abstractmethod
+    def drop_lineage(self, scenario: str) -> None:
+        """Forget the working lineage (nothing happens if there is none)."""
+
 
 class CommitLog(abc.ABC):
     """Append-only, fsync'd log of learner steps per scenario; an append is the commit point of a step."""

@@ -1,8 +1,10 @@
 """`GitReleaseStore`: each scenario's releases as a chain of commits in a bare git repository.
 
 Layout: `refs/reef/scenarios/<scenario>/head` is the serving release; `refs/reef/pending/<scenario>/<id>` keeps
-pending (review-mode) releases stored but unserved; `refs/reef/archive/<scenario>-<stamp>/…` keeps the refs of
-a deleted scenario. Each release is one commit whose tree holds the full content plus `reef-release.json`
+pending (review-mode) releases stored but unserved; `refs/reef/lineage/<scenario>` is the tip of the working
+lineage (a candidate that tied its gate, stored unserved and unlisted, which the next step trains from);
+`refs/reef/archive/<scenario>-<stamp>/…` keeps the refs of a deleted scenario. Each release is one commit whose
+tree holds the full content plus `reef-release.json`
 (every Release field except its own id, which is the commit id) and, with LFS, a `.gitattributes`.
 
 Commits are built with plumbing only (hash-object, a temporary index, write-tree, commit-tree): the bare
@@ -126,6 +128,70 @@ class GitReleaseStore(ReleaseStore):
                 self.get(scenario, parent_release_id)  # NotFound for a parent from elsewhere
         elif current != parent_release_id:
             raise Conflict(f"scenario {scenario!r} serves {current}, not the expected parent {parent_release_id}")
+        commit_id, manifest = self._write_release(
+            scenario, content, parent_release_id, operation, step, recipe, metrics, pending=pending
+        )
+        self._fault("before-ref-update")
+        if pending:
+            self._move_ref(names.pending_ref(scenario, commit_id), commit_id, None)
+        else:
+            self._move_ref(names.head_ref(scenario), commit_id, current)
+        self._fault("ref-updated")
+        self._manifests[commit_id] = manifest
+        return self._release(commit_id)
+
+    def keep_lineage(
+        self,
+        scenario: str,
+        content: Path,
+        parent_release_id: str,
+        *,
+        step: int,
+        recipe: str = "",
+        metrics: dict[str, Any] | None = None,
+    ) -> Release:
+        validate_scenario_name(scenario, field="scenario")
+        self._sync()
+        tip = self.git.resolve(names.lineage_ref(scenario))
+        commit_id, manifest = self._write_release(
+            scenario, content, parent_release_id, "training", step, recipe, metrics, lineage=True
+        )
+        self._move_ref(names.lineage_ref(scenario), commit_id, tip)
+        self._fault("lineage-kept")
+        self._manifests[commit_id] = manifest
+        return self._release(commit_id)
+
+    def lineage(self, scenario: str) -> Release | None:
+        validate_scenario_name(scenario, field="scenario")
+        self._sync()
+        tip = self.git.resolve(names.lineage_ref(scenario))
+        return self._release(tip) if tip else None
+
+    def drop_lineage(self, scenario: str) -> None:
+        validate_scenario_name(scenario, field="scenario")
+        self._sync()
+        ref = names.lineage_ref(scenario)
+        tip = self.git.resolve(ref)
+        if tip is None:
+            return
+        if self.remote:
+            self._push([f"--force-with-lease={ref}:{tip}"], [f":{ref}"])
+        self.git.run("update-ref", "-d", ref, tip, check=False)
+
+    def _write_release(
+        self,
+        scenario: str,
+        content: Path,
+        parent_release_id: str | None,
+        operation: ReleaseOperation,
+        step: int,
+        recipe: str,
+        metrics: dict[str, Any] | None,
+        *,
+        pending: bool = False,
+        lineage: bool = False,
+    ) -> tuple[str, dict[str, Any]]:
+        """Write the objects of a release (its commit included) without moving any ref."""
         files = scan_content(Path(content))
         manifest = {
             "format": 1,
@@ -138,6 +204,7 @@ class GitReleaseStore(ReleaseStore):
             "metrics": metrics or {},
             "created_at": time.time(),
             "pending": pending,
+            **({"lineage": True} if lineage else {}),
             "files": {},
         }
         tree_id, lfs_oids = self._write_tree(files, manifest)
@@ -145,14 +212,7 @@ class GitReleaseStore(ReleaseStore):
         self._fault("objects-written")
         if self.remote and lfs_oids:
             self.git.run("lfs", "push", "--object-id", "origin", *lfs_oids)
-        self._fault("before-ref-update")
-        if pending:
-            self._move_ref(names.pending_ref(scenario, commit_id), commit_id, None)
-        else:
-            self._move_ref(names.head_ref(scenario), commit_id, current)
-        self._fault("ref-updated")
-        self._manifests[commit_id] = manifest
-        return self._release(commit_id)
+        return commit_id, manifest
 
     def republish(self, scenario: str, release_id: str, operation: ReleaseOperation) -> Release:
         source = self.get(scenario, release_id)  # syncs; NotFound for unknown ids
@@ -211,7 +271,7 @@ class GitReleaseStore(ReleaseStore):
         no releases. History stays in the repository.
         """
         validate_scenario_name(scenario, field="scenario")
-        self._sync()
+        self.drop_lineage(scenario)
         listing = self.git.text(
             "for-each-ref",
             "--format=%(objectname) %(refname)",

@@ -11,6 +11,7 @@ from urllib.parse import unquote
 SCENARIOS_NAMESPACE = "refs/reef/scenarios"
 PENDING_NAMESPACE = "refs/reef/pending"
 ARCHIVE_NAMESPACE = "refs/reef/archive"
+LINEAGE_NAMESPACE = "refs/reef/lineage"
 
 
 def encode_name(scenario: str) -> str:
@@ -38,6 +39,11 @@ def pending_prefix(scenario: str) -> str:
 
 def pending_ref(scenario: str, release_id: str) -> str:
     return f"{pending_prefix(scenario)}/{release_id}"
+
+
+def lineage_ref(scenario: str) -> str:
+    """The tip of the scenario's working lineage: candidates that tied, trained on one after another."""
+    return f"{LINEAGE_NAMESPACE}/{encode_name(scenario)}"
 
 
 def archive_prefix(scenario: str, stamp: str) -> str:

@@ -1,7 +1,8 @@
 """Fake recipes for learner tests: demonstrations arrive as reports `{"feedback": {"prompt", "answer"}}`.
 
 `DemoRecipe` is a weights recipe (grown by the training backend); `FileRecipe` grows its own candidate
-directory (as harness recipes do) without any backend.
+directory (as harness recipes do) without any backend; `CitingDemoRecipe` joins reports with the inference
+records they cite and holds some out for the gate, as `sft` does.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from typing import Any, ClassVar
 from reef.core.errors import BadRequest
 from reef.core.records import Record
 from reef.learning.base import Batch, Processor, Recipe, Surface
+from reef.recipes.reports import Rollout
+from reef.recipes.sft import SFTProcessor, demonstration_of
 from tests.fakes.dict_engine import ANSWERS_FILE, read_answers
 
 
@@ -83,3 +86,28 @@ class FileRecipe(DemoRecipe):
         (out / "rules.md").write_text("Answer briefly.\n")
         ctx.progress({"proposals": len(batch.samples)})
         return out, {"proposals": len(batch.samples)}
+
+
+class CitingDemoProcessor(SFTProcessor):
+    """SFT's report joining and held-out split, with samples the fake backend understands."""
+
+    def join(self, report: Record, rollouts: list[Rollout]) -> None:
+        demonstration = demonstration_of(report.payload or {}, False)
+        record_ids = [report.agent_record_id, *(r.record_id for r in rollouts)]
+        prompt = rollouts[0].messages[-1]["content"] if rollouts and rollouts[0].messages else None
+        if demonstration is None or prompt is None:
+            self.skip(record_ids, "unusable")
+            return
+        self.add_unit(record_ids, [{"prompt": prompt, "answer": demonstration, "record_id": report.agent_record_id}])
+
+
+class CitingDemoRecipe(DemoRecipe):
+    """Reports cite an inference record and carry `metadata.demonstration`, as for `sft`."""
+
+    name: ClassVar[str] = "citing-demo"
+
+    def validate_report(self, report: dict[str, Any]) -> None:
+        return None
+
+    def processor(self) -> Processor | None:
+        return CitingDemoProcessor(self.settings.learning.batch_size)

@@ -116,12 +116,12 @@ async def test_without_tasks_a_scoring_policy_trains_nothing_and_says_why_once(t
         world.report("math", q, QUESTIONS[q])
     first = await world.runtime.step("math")
     again = await world.runtime.step("math")
-    assert first["verdict"] == "skipped" and "no evaluation tasks" in first["reason"]
+    assert first["verdict"] == "skipped" and "no gate tasks" in first["reason"]
     assert again == first
     assert len(world.runtime.commits("math", -1, 10)) == 1
     assert world.backend.jobs == []
     assert set(consumed_steps(world).values()) == {None}
-    assert "no evaluation tasks" in world.runtime.status()["scenarios"]["math"]["blocked"]
+    assert "no gate tasks" in world.runtime.status()["scenarios"]["math"]["blocked"]
 
 
 async def test_without_tasks_the_always_policy_publishes(tmp_path):

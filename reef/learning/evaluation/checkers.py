@@ -1,12 +1,15 @@
 """Checkers: score a model's answer to a task in [0, 1].
 
 Built in: `exact` (whitespace-trimmed equality), `contains` (the answer appears in the text), `regex`
-(`re.search` of `pattern`), `numeric` (the last number in the text equals `answer` within `tolerance`).
+(`re.search` of `pattern`), `numeric` (the last number in the text equals `answer` within `tolerance`), `f1`
+(the harmonic mean of word precision and recall against `answer`, after lower-casing and dropping punctuation:
+1 for the same words, partial credit for an answer buried in a sentence; the gate of held-out demonstrations).
 Anything else is `package.module:function`, called as `function(text, task) -> float | bool`.
 """
 
 from __future__ import annotations
 
+import collections
 import importlib
 import math
 import re
@@ -17,6 +20,7 @@ from typing import Any
 from reef.core.errors import BadRequest
 from reef.learning.evaluation.tasks import Task
 
+_WORD = re.compile(r"\w+")
 _NUMBER = re.compile(r"[-+]?(?:\d+(?:,\d{3})*(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?")
 
 
@@ -31,6 +35,8 @@ def check(task: Task, text: str) -> float:
         return float(_compiled(pattern).search(text) is not None)
     if task.checker == "numeric":
         return _numeric(text, task)
+    if task.checker == "f1":
+        return word_f1(text, str(task.answer))
     return _score(custom_checker(task.checker)(text, task))
 
 
@@ -43,6 +49,18 @@ def _numeric(text: str, task: Task) -> float:
     expected = float(task.answer)
     tolerance = float(task.extra.get("tolerance", 1e-6))
     return float(math.isclose(found, expected, rel_tol=tolerance, abs_tol=tolerance))
+
+
+def word_f1(text: str, answer: str) -> float:
+    """Word-level F1 of `text` against `answer` (multiset overlap of normalized words)."""
+    found, expected = _WORD.findall(text.lower()), _WORD.findall(answer.lower())
+    if not found or not expected:
+        return float(found == expected)
+    overlap = sum((collections.Counter(found) & collections.Counter(expected)).values())
+    if overlap == 0:
+        return 0.0
+    precision, recall = overlap / len(found), overlap / len(expected)
+    return 2 * precision * recall / (precision + recall)
 
 
 def _score(value: Any) -> float:

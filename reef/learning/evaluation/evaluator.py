@@ -23,10 +23,13 @@ log = logging.getLogger(__name__)
 
 ContextFor = Callable[[str, str | None], RequestContext]
 CandidatePrompt = Callable[[Path], str | None]
+TasksFor = Callable[[str], list[Task]]
 
 
 class TaskEvaluator(Evaluator):
-    """Scores candidate and current release on `settings.evaluation.tasks` with the configured checkers."""
+    """Scores candidate and current release on a scenario's gate tasks with their checkers."""
+
+    uses_gate_tasks = True  # the learner waits while a scenario has too few of them
 
     def __init__(
         self,
@@ -36,16 +39,18 @@ class TaskEvaluator(Evaluator):
         context_for: ContextFor | None = None,
         candidate_prompt: CandidatePrompt | None = None,
         max_parallel_tasks: int = 4,
+        tasks_for: TasksFor | None = None,
     ) -> None:
         self.engine = engine
         self.settings = settings
         self._context_for = context_for or (lambda scenario, release_id: RequestContext(scenario, release_id))
         self._candidate_prompt = candidate_prompt or (lambda path: None)
         self._max_parallel_tasks = max_parallel_tasks
+        self._tasks_for = tasks_for or (lambda scenario: load_tasks(self.settings.evaluation.tasks, scenario))
 
     def tasks(self, scenario: str) -> list[Task]:
-        """The held-out tasks of `scenario` (re-read each time so an operator can edit the file)."""
-        return load_tasks(self.settings.evaluation.tasks, scenario)
+        """The gate tasks of `scenario` (by default `evaluation.tasks`, re-read each time so it can be edited)."""
+        return self._tasks_for(scenario)
 
     async def paired_scores(
         self, scenario: str, candidate_path: Path | None, current_release_id: str | None
@@ -82,7 +87,7 @@ class TaskEvaluator(Evaluator):
         return {
             "model": inference.served_model_name or inference.upstream_model or "reef",
             "messages": [dict(message) for message in task.messages],
-            "max_tokens": evaluation.max_new_tokens,
+            "max_tokens": task.extra.get("max_tokens") or evaluation.max_new_tokens,
             "temperature": evaluation.temperature,
             "stream": False,
         }

@@ -1,7 +1,8 @@
 """Held-out evaluation tasks: one JSONL row each, loaded once per scenario.
 
 A row: `{"prompt": str}` or `{"messages": [...]}`, a `checker` (`exact` | `contains` | `regex` | `numeric` |
-`package.module:function`), and what the checker compares against (`answer`, or `pattern` for `regex`).
+`f1` | `package.module:function`), what the checker compares against (`answer`, or `pattern` for `regex`), and
+optionally `id` and `max_tokens` (the answer's budget; default `evaluation.max_new_tokens`).
 An optional `scenario` restricts a row to one scenario; `settings.evaluation.tasks` may also be a directory
 holding `<scenario>.jsonl`.
 """
@@ -9,6 +10,8 @@ holding `<scenario>.jsonl`.
 from __future__ import annotations
 
 import dataclasses
+import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +19,8 @@ import orjson
 
 from reef.core.errors import BadRequest
 
-_BUILTIN_CHECKERS = frozenset({"exact", "contains", "regex", "numeric"})
+_BUILTIN_CHECKERS = frozenset({"exact", "contains", "regex", "numeric", "f1"})
+MAX_TASK_TOKENS = 4096
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -46,12 +50,29 @@ def parse_task(row: dict[str, Any], task_id: str) -> Task:
     checker = row.get("checker", "exact")
     if not isinstance(checker, str) or (checker not in _BUILTIN_CHECKERS and ":" not in checker):
         raise BadRequest(
-            "must be exact, contains, regex, numeric or package.module:function", field=f"{task_id}.checker"
+            "must be exact, contains, regex, numeric, f1 or package.module:function", field=f"{task_id}.checker"
         )
     if checker == "regex" and not isinstance(row.get("pattern", row.get("answer")), str):
         raise BadRequest("a regex task needs `pattern`", field=f"{task_id}.pattern")
-    if checker in ("exact", "contains", "numeric") and "answer" not in row:
+    if checker in ("exact", "contains", "numeric", "f1") and row.get("answer") is None:
         raise BadRequest(f"a {checker} task needs `answer`", field=f"{task_id}.answer")
+    if checker == "numeric" and not _is_number(row["answer"]):
+        raise BadRequest("a numeric task's answer must be a number", field=f"{task_id}.answer")
+    if checker == "regex":
+        try:
+            re.compile(str(row.get("pattern", row.get("answer"))))
+        except re.error as exc:
+            raise BadRequest(f"not a regular expression ({exc})", field=f"{task_id}.pattern")
+    for index, message in enumerate(messages):
+        if not isinstance(message, dict) or not isinstance(message.get("role"), str) or "content" not in message:
+            raise BadRequest("each message needs `role` and `content`", field=f"{task_id}.messages[{index}]")
+    max_tokens = row.get("max_tokens")
+    if max_tokens is not None and (
+        isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or not 0 < max_tokens <= MAX_TASK_TOKENS
+    ):
+        raise BadRequest(f"must be an integer in 1..{MAX_TASK_TOKENS}", field=f"{task_id}.max_tokens")
+    if "id" in row and (not isinstance(row["id"], str | int) or isinstance(row["id"], bool) or row["id"] == ""):
+        raise BadRequest("must be a non-empty string", field=f"{task_id}.id")
     known = {"prompt", "messages", "checker", "answer", "pattern", "scenario", "id"}
     return Task(
         task_id=str(row.get("id", task_id)),
@@ -63,6 +84,15 @@ def parse_task(row: dict[str, Any], task_id: str) -> Task:
     )
 
 
+def _is_number(value: Any) -> bool:
+    if isinstance(value, bool):
+        return False
+    try:
+        return math.isfinite(float(value))
+    except (TypeError, ValueError):
+        return False
+
+
 def load_tasks(path: Path | None, scenario: str) -> list[Task]:
     """The tasks of `scenario` under `path` (a JSONL file or a directory of `<scenario>.jsonl`); [] if none."""
     if path is None:
@@ -72,16 +102,23 @@ def load_tasks(path: Path | None, scenario: str) -> list[Task]:
         path = path / f"{scenario}.jsonl"
     if not path.is_file():
         return []
-    tasks = []
-    for line_number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+    rows = jsonl_rows(path.read_text(encoding="utf-8"), f"{path.name}:")
+    return [
+        parse_task(row, where)
+        for where, row in rows
+        if not isinstance(row, dict) or row.get("scenario") in (None, scenario)
+    ]
+
+
+def jsonl_rows(text: str, prefix: str = "line ") -> list[tuple[str, Any]]:
+    """`(where, value)` for each non-blank line of JSONL `text`, `where` naming the line; BadRequest for bad JSON."""
+    rows = []
+    for line_number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
-        where = f"{path.name}:{line_number}"
+        where = f"{prefix}{line_number}"
         try:
-            row = orjson.loads(line)
+            rows.append((where, orjson.loads(line)))
         except orjson.JSONDecodeError as exc:
             raise BadRequest(f"not JSON ({exc})", field=where)
-        if isinstance(row, dict) and row.get("scenario") not in (None, scenario):
-            continue
-        tasks.append(parse_task(row, where))
-    return tasks
+    return rows

@@ -8,7 +8,8 @@ from fastapi import APIRouter, Query, Request
 from starlette.responses import JSONResponse, Response
 
 from reef.core.errors import NotFound
-from reef.service.deps import existing_scenario
+from reef.core.scenarios import validate_scenario_name
+from reef.service.deps import existing_scenario, live_scenario
 from reef.service.schemas import ReleaseChoice, ScenarioCreate
 
 router = APIRouter(tags=["scenarios"])
@@ -58,6 +59,25 @@ async def get_record(request: Request, scenario: str, agent_record_id: str) -> d
     if record is None or record.scenario != scenario:
         raise NotFound(f"no record {agent_record_id!r} in scenario {scenario!r}")
     return {**record.summary(), "payload": record.payload}
+
+
+@router.post("/reef/scenarios/{scenario}/tasks", summary="Add gate tasks (a JSON body {tasks: [...]} or JSONL)")
+async def add_tasks(request: Request, scenario: str) -> Response:
+    await live_scenario(request.app.state, validate_scenario_name(scenario, field="scenario"))
+    added = await request.app.state.runtime.add_tasks(scenario, await request.body())
+    return JSONResponse(added, status_code=201)
+
+
+@router.get("/reef/scenarios/{scenario}/tasks", summary="The gate tasks given through the API, and what the gate uses")
+async def list_tasks(request: Request, scenario: str) -> dict[str, Any]:
+    existing_scenario(request, scenario)
+    return request.app.state.runtime.tasks(scenario)
+
+
+@router.delete("/reef/scenarios/{scenario}/tasks", summary="Forget the gate tasks given through the API")
+async def clear_tasks(request: Request, scenario: str) -> dict[str, Any]:
+    existing_scenario(request, scenario)
+    return await request.app.state.runtime.clear_tasks(scenario)
 
 
 @router.get("/reef/scenarios/{scenario}/releases", summary="Releases, newest first")
