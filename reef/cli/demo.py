@@ -287,7 +287,7 @@ def _training_tasks(profile: RecipeProfile, rounds: int, seed: int) -> Iterator[
 
 def _print_round(console: Console, entry: dict[str, Any], rounds: int, run: DemoRun) -> None:
     verdict = entry["verdict"]
-    color = {"published": "green", "rejected": "yellow"}.get(verdict, "red")
+    color = {"published": "green", "kept": "cyan", "rejected": "yellow"}.get(verdict, "red")
     assert run.baseline is not None
     score = entry[f"heldout_{run.metric}"]
     gain = score - run.baseline.score(run.metric)

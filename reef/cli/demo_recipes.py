@@ -27,7 +27,6 @@ class RecipeProfile:
     epochs: int
     batch_size: int
     micro_batch_size: int = 8
-    gate_margin: int = -1
     rounds: int = 12
     target_modules: tuple[str, ...] = ()  # empty: the training default (every projection)
     recipe_config: dict[str, Any] = dataclasses.field(default_factory=dict)
@@ -65,10 +64,6 @@ class RecipeProfile:
             # Demo answers are a word or a number: a short gate is as informative and much cheaper.
             "--evaluation.max-new-tokens",
             "8",
-            # Accept a candidate that wins at least as many validation tasks as it loses (sft): the first steps
-            # often change no exact answer yet, and rejecting them would restart every step from the base.
-            "--evaluation.margin",
-            str(self.gate_margin),
             # The demo waits for each step, so training may use every core.
             "--training.threads",
             str(os.cpu_count() or 2),
@@ -90,11 +85,10 @@ PROFILES: dict[str, RecipeProfile] = {
     ),
     # Sampled answers so the policy explores (temperature 1 makes SmolLM2 ramble); short completions. A running
     # baseline per task family: with one baseline for all, "this family is easy" drowns "this answer is good".
-    # Single sampled rollouts make noisy steps: the gate lets a candidate lose one validation task more than it
-    # wins (partial credit on 14 tasks), and still rejects clear regressions.
+    # The gate's defaults: a step that ties its gate is kept and the next one trains from it (the lineage).
     "rl": RecipeProfile(
         "rl", prompts_per_round=16, samples_per_prompt=1, temperature=0.7, max_tokens=12,
-        learning_rate=1e-3, epochs=2, batch_size=16, micro_batch_size=8, rounds=40, gate_margin=-2,
+        learning_rate=1e-3, epochs=2, batch_size=16, micro_batch_size=8, rounds=40,
         target_modules=("q_proj", "v_proj"), recipe_config={"baseline_decay": 0.8, "baseline_by": "task"},
     ),
     # k samples per prompt; advantages are relative within each prompt's group.

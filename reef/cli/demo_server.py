@@ -54,10 +54,11 @@ class ServerFailed(RuntimeError):
 class ReefServer:
     """A `reef serve` child process whose output goes to `log_path`; a context manager that stops it."""
 
-    def __init__(self, command: list[str], url: str, log_path: Path) -> None:
+    def __init__(self, command: list[str], url: str, log_path: Path, cwd: Path | None = None) -> None:
         self.command = command
         self.url = url
         self.log_path = log_path
+        self.cwd = cwd
         self._process: subprocess.Popen[bytes] | None = None
         self._log: IO[bytes] | None = None
 
@@ -66,7 +67,12 @@ class ReefServer:
         self._log = self.log_path.open("ab")
         # Its own process group, so that stopping it also stops the training workers it started.
         self._process = subprocess.Popen(
-            self.command, stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
+            self.command,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            cwd=self.cwd,
         )
 
     def wait_healthy(self, timeout_s: float) -> float:

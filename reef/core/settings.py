@@ -86,7 +86,9 @@ class TrainingSettings(_Section):
         default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
     )
     full_finetune: bool = False
-    learning_rate: float = Field(2e-4, gt=0)
+    # Measured (benchmarks/learns_by_default.py): at 2e-4 three rounds of 32 demonstrations moved a held-out exact
+    # match by +0.15 only; at 6e-4 by +0.83 in the first round.
+    learning_rate: float = Field(6e-4, gt=0)
     epochs: int = Field(1, gt=0)
     micro_batch_size: int = Field(8, gt=0)
     max_seq_len: int = Field(512, gt=0)
@@ -96,7 +98,9 @@ class TrainingSettings(_Section):
 
 class EvaluationSettings(_Section):
     tasks: Path | None = None
-    policy: str = "score_comparison"
+    # `mean`: for 0/1 checkers the same as wins > losses; for partial credit (the held-out split's `f1`) it
+    # publishes what raises the average, where wins − losses rejected candidates whose mean was higher.
+    policy: str = "mean"
     margin: float = 0.0
     max_new_tokens: int = Field(64, gt=0)
     temperature: float = Field(0.0, ge=0)

@@ -24,6 +24,7 @@ from reef.inference.sse import SSEEvent, SSESplitter, encode_event, is_terminal,
 from reef.inference.translate import (
     StreamConverter,
     assembler_for,
+    check_request,
     convert_error,
     convert_request,
     convert_response,
@@ -111,7 +112,13 @@ class UpstreamEngine(Engine):
     # --- requests ---------------------------------------------------------------------------------------------
 
     def _prepare(self, dialect: Dialect, body: dict[str, Any], ctx: RequestContext) -> tuple[dict[str, Any], bytes]:
-        """(the request as forwarded, in the client's dialect; the upstream body bytes)."""
+        """(the request as forwarded, in the client's dialect; the upstream body bytes).
+
+        The body is checked only when Reef rewrites it (translation, a harness system prompt): one relayed
+        unchanged is the upstream's to judge, and costs no walk over its conversation.
+        """
+        if ctx.system_prompt or dialect is not self._dialect:
+            check_request(dialect, body)
         request = body
         if not body.get("model") and self._model:
             request = {**body, "model": self._model}
@@ -189,12 +196,14 @@ class UpstreamEngine(Engine):
         return relay
 
     async def count_tokens(self, body: dict[str, Any], ctx: RequestContext) -> dict[str, Any]:
-        request, _ = self._prepare(Dialect.MESSAGES, body, ctx)
         if self._dialect is not Dialect.MESSAGES:
             # Only Anthropic has a counting endpoint; elsewhere estimate (about 4 bytes of JSON per token).
+            check_request(Dialect.MESSAGES, body)
+            request = with_system_prompt(Dialect.MESSAGES, body, ctx.system_prompt)
             counted = {k: request.get(k) for k in ("system", "messages", "tools")}
             return {"input_tokens": max(1, len(orjson.dumps(counted)) // 4)}
-        status, raw = await self._read_whole("/v1/messages/count_tokens", orjson.dumps(request))
+        _, payload = self._prepare(Dialect.MESSAGES, body, ctx)
+        status, raw = await self._read_whole("/v1/messages/count_tokens", payload)
         parsed = _parse_json(raw)
         if status >= 400:
             raise _rejected(status, raw, parsed)

@@ -34,7 +34,6 @@ def _flags(tasks: Path) -> list[str]:
         "--training.max-seq-len", "96",
         "--evaluation.tasks", str(tasks),
         "--evaluation.policy", "score_comparison",
-        "--evaluation.margin", "-1",
         "--evaluation.max-new-tokens", "12",
     ]  # fmt: skip
 

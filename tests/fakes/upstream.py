@@ -8,7 +8,8 @@ Answers are deterministic: the reply text is `"echo: " + <the last user text>`. 
 `error-400` / `error-500` answer that status; `slow` (or `slow-<seconds>`) waits before answering (1 s default);
 `cut` drops the connection half-way through a stream (or before any answer when not streaming); a model whose
 name contains `tool` calls the request's first tool (arguments `{"text": <last user text>}`) when the last turn
-is the user's.
+is the user's. A body the fake cannot read (a field it reads of the wrong type, or a required one missing) gets a
+400 naming the field, as a real provider answers.
 """
 
 from __future__ import annotations
@@ -280,6 +281,32 @@ def _responses_stream(answer: _Answer) -> list[bytes]:
     return frames
 
 
+def _malformed(path: str, request: dict[str, Any]) -> str | None:
+    """`field: why` for the first field the fake reads that is missing or of the wrong type; None when readable."""
+    for key, kinds in (("model", str), ("stream", bool)):
+        if request.get(key) is not None and not isinstance(request[key], kinds):
+            return f"{key}: wrong type"
+    field = "input" if path == "/v1/responses" else "messages"
+    turns = request.get(field)
+    if turns is None and field == "messages":
+        return "messages: is required"
+    if isinstance(turns, list):
+        for index, turn in enumerate(turns):
+            if not isinstance(turn, dict):
+                return f"{field}.{index}: must be an object"
+    elif turns is not None and not (field == "input" and isinstance(turns, str)):
+        return f"{field}: must be a list"
+    if path == "/v1/messages" and not isinstance(request.get("max_tokens"), int):
+        return "max_tokens: is required (an integer)"
+    tools = request.get("tools")
+    if tools is not None and not isinstance(tools, list):
+        return "tools: must be a list"
+    for index, tool in enumerate(tools or []):
+        if not isinstance(tool, dict) or not isinstance(tool.get("function", {}), dict):
+            return f"tools.{index}: must be an object (with an object function)"
+    return None
+
+
 def _error_body(path: str, status: int, message: str) -> dict[str, Any]:
     kind = "invalid_request_error" if status < 500 else "api_error"
     if path.startswith("/v1/messages"):
@@ -317,6 +344,9 @@ def _render(method: str, path: str, request: Any, size: int, keep_alive: bool) -
         return _http(404, orjson.dumps(_error_body(path, 404, "no such route")), keep_alive), True
     if not isinstance(request, dict):
         return _http(400, orjson.dumps(_error_body(path, 400, "bad JSON")), keep_alive), True
+    malformed = _malformed(path, request)
+    if malformed is not None:
+        return _http(400, orjson.dumps(_error_body(path, 400, malformed)), keep_alive), True
     model = str(request.get("model") or "")
     for status in (400, 500):
         if f"error-{status}" in model:

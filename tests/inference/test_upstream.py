@@ -11,7 +11,7 @@ from typing import Any
 import orjson
 import pytest
 
-from reef.core.errors import UpstreamError, UpstreamRejected, UpstreamTimeout
+from reef.core.errors import BadRequest, UpstreamError, UpstreamRejected, UpstreamTimeout
 from reef.core.releases import Release
 from reef.core.scenarios import Dialect
 from reef.core.settings import InferenceSettings
@@ -272,6 +272,21 @@ async def test_a_harness_system_prompt_reaches_the_upstream(fake: FakeUpstream, 
     assert completion.request["messages"][0] == {"role": "system", "content": "Follow the rules."}
 
 
+async def test_a_malformed_body_is_refused_before_a_harness_prompt_is_merged_into_it(
+    fake: FakeUpstream, engines: dict
+) -> None:
+    ctx = RequestContext("demo", system_prompt="Follow the rules.")
+    sent = len(fake.received)
+    with pytest.raises(BadRequest) as caught:
+        await engines[Dialect.CHAT].complete(Dialect.CHAT, {"model": "m", "messages": [5]}, ctx)
+    assert caught.value.field == "messages.0" and len(fake.received) == sent
+
+
+async def test_a_malformed_body_is_passed_through_unread_to_a_same_dialect_upstream(engines: dict) -> None:
+    completion = await engines[Dialect.CHAT].complete(Dialect.CHAT, {"model": "m", "messages": [5]}, CTX)
+    assert completion.status == 400 and completion.body["error"]["message"] == "messages.0: must be an object"
+
+
 async def test_models_come_from_the_upstream(engines: dict) -> None:
     assert engines[Dialect.CHAT].models()[0]["id"] == "fake-model"
 
@@ -283,6 +298,9 @@ async def test_count_tokens_asks_an_anthropic_upstream_and_estimates_elsewhere(
     counted = await engines[Dialect.MESSAGES].count_tokens(body, CTX)
     assert fake.received[-1].path == "/v1/messages/count_tokens" and counted["input_tokens"] > 0
     assert (await engines[Dialect.CHAT].count_tokens(body, CTX))["input_tokens"] > 0
+    with pytest.raises(BadRequest) as caught:
+        await engines[Dialect.CHAT].count_tokens({"messages": 5}, CTX)
+    assert caught.value.field == "messages"
 
 
 async def test_the_activated_release_is_reported_on_answers(engines: dict) -> None:

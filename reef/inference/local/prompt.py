@@ -13,20 +13,29 @@ from reef.inference.translate.content import text_of
 
 
 def render_prompt_ids(
-    tokenizer: Any, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None
+    tokenizer: Any,
+    messages: list[dict[str, Any]],
+    tools: list[dict[str, Any]] | None = None,
+    *,
+    field: str = "messages",
 ) -> list[int]:
     """Token ids of `messages` rendered by the tokenizer's chat template, ending with the assistant turn's opening.
 
     Messages are chat-shaped (`role`, `content` as text or parts); `tools` are OpenAI tool definitions, passed to
-    the template (templates that do not mention tools simply ignore them).
+    the template (templates that do not mention tools simply ignore them). A conversation the template rejects
+    is a BadRequest naming `field`.
     """
-    text = render_prompt_text(tokenizer, messages, tools)
+    text = render_prompt_text(tokenizer, messages, tools, field=field)
     # The template already wrote any BOS/role markers, so the tokenizer must not add special tokens again.
     return list(tokenizer(text, add_special_tokens=False)["input_ids"])
 
 
 def render_prompt_text(
-    tokenizer: Any, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None
+    tokenizer: Any,
+    messages: list[dict[str, Any]],
+    tools: list[dict[str, Any]] | None = None,
+    *,
+    field: str = "messages",
 ) -> str:
     """The prompt as text (see `render_prompt_ids`)."""
     kwargs: dict[str, Any] = {"tokenize": False, "add_generation_prompt": True}
@@ -36,7 +45,7 @@ def render_prompt_text(
         native_tool_calls = "tool_calls" in str(getattr(tokenizer, "chat_template", "") or "")
         return str(tokenizer.apply_chat_template(_template_messages(messages, native_tool_calls), **kwargs))
     except Exception as exc:  # a template error is the request's fault (e.g. roles it does not accept)
-        raise BadRequest(f"the model's chat template rejected the conversation: {exc}", "messages")
+        raise BadRequest(f"the model's chat template rejected the conversation: {exc}", field)
 
 
 def _template_messages(messages: list[dict[str, Any]], native_tool_calls: bool) -> list[dict[str, Any]]:
@@ -59,11 +68,14 @@ def _template_messages(messages: list[dict[str, Any]], native_tool_calls: bool) 
     return rendered
 
 
-def chat_messages(body: dict[str, Any], system_prompt: str | None) -> list[dict[str, Any]]:
-    """The request's messages with `system_prompt` (from a harness) merged into, or placed before, the first one."""
+def chat_messages(body: dict[str, Any], system_prompt: str | None, field: str = "messages") -> list[dict[str, Any]]:
+    """The request's messages with `system_prompt` (from a harness) merged into, or placed before, the first one.
+
+    `field` is where the client's conversation was (a translated request's may come out empty: a BadRequest).
+    """
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
-        raise BadRequest("must be a non-empty list", "messages")
+        raise BadRequest("holds no message the model can read", field)
     for index, message in enumerate(messages):
         if not isinstance(message, dict) or not isinstance(message.get("role"), str):
             raise BadRequest("each message needs a string role", f"messages.{index}")

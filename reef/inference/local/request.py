@@ -17,7 +17,10 @@ from reef.inference.local.detokenize import TextTracker
 from reef.inference.local.prompt import chat_messages, render_prompt_ids
 from reef.inference.local.sampling import SamplingParams, sampling_params
 from reef.inference.local.scheduler import Event, Failed, Scheduler, Sequence
-from reef.inference.translate import convert_request
+from reef.inference.translate import check_request, convert_request
+
+_CONVERSATION_FIELD = {Dialect.CHAT: "messages", Dialect.MESSAGES: "messages", Dialect.RESPONSES: "input"}
+"""Where each dialect keeps the conversation: errors about the prompt name the client's own field."""
 
 
 class EngineFailure(ReefError):
@@ -60,12 +63,13 @@ class Submitted:
 def submit(setup: RequestSetup, dialect: Dialect, body: dict[str, Any], ctx: RequestContext) -> Submitted:
     """Validate `body`, render its prompt, bind it to a release and queue it; raises BadRequest / Unavailable."""
     chat = to_chat(dialect, body)
-    prompt_ids = prompt_ids_of(setup.tokenizer, chat, ctx.system_prompt)
+    prompt_ids = prompt_ids_of(setup.tokenizer, chat, ctx.system_prompt, _CONVERSATION_FIELD[dialect])
     params = sampling_params(chat, setup.default_max_new_tokens)
     room = setup.max_positions - len(prompt_ids)
     if room < 1:
         raise BadRequest(
-            f"the prompt has {len(prompt_ids)} tokens; the model's context is {setup.max_positions}", "messages"
+            f"the prompt has {len(prompt_ids)} tokens; the model's context is {setup.max_positions}",
+            _CONVERSATION_FIELD[dialect],
         )
     params = dataclasses.replace(params, max_new_tokens=min(params.max_new_tokens, room))
     binding = setup.bindings.for_request(ctx.scenario, ctx.release_id, _path(ctx.candidate_path))
@@ -91,17 +95,17 @@ def submit(setup: RequestSetup, dialect: Dialect, body: dict[str, Any], ctx: Req
 
 
 def to_chat(dialect: Dialect, body: dict[str, Any]) -> dict[str, Any]:
-    """The request as an OpenAI chat body (the engine's native form)."""
-    if not isinstance(body, dict):
-        raise BadRequest("the body must be a JSON object")
+    """The request, checked, as an OpenAI chat body (the engine's native form); raises BadRequest."""
+    check_request(dialect, body)
     return convert_request(body, dialect, Dialect.CHAT)
 
 
-def prompt_ids_of(tokenizer: Any, chat: dict[str, Any], system_prompt: str | None) -> list[int]:
-    tools = chat.get("tools")
-    if tools is not None and not isinstance(tools, list):
-        raise BadRequest("must be a list", "tools")
-    return render_prompt_ids(tokenizer, chat_messages(chat, system_prompt), tools or None)
+def prompt_ids_of(
+    tokenizer: Any, chat: dict[str, Any], system_prompt: str | None, field: str = "messages"
+) -> list[int]:
+    """The prompt's token ids; a conversation the template cannot render is a BadRequest naming `field`."""
+    messages = chat_messages(chat, system_prompt, field)
+    return render_prompt_ids(tokenizer, messages, chat.get("tools") or None, field=field)
 
 
 def raise_failure(event: Failed) -> None:

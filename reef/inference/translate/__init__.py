@@ -2,6 +2,7 @@
 
 Pure functions; OpenAI chat is the pivot (messages ⇄ responses goes through chat). The local engine produces
 chat natively and uses `convert_response` / `StreamConverter(Dialect.CHAT, target)` to answer other dialects.
+A request is checked once with `check_request` before it is translated; the translators trust its shape.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from reef.inference.translate.responses import (
 from reef.inference.translate.stream_messages import MessagesDecoder, MessagesEncoder
 from reef.inference.translate.stream_responses import ResponsesDecoder, ResponsesEncoder
 from reef.inference.translate.system import with_system_prompt
+from reef.inference.translate.validate import check_request
 
 __all__ = [
     "Assembler",
@@ -43,6 +45,7 @@ __all__ = [
     "StreamConverter",
     "assembler_for",
     "chat_chunk",
+    "check_request",
     "convert_error",
     "convert_request",
     "convert_response",
@@ -78,7 +81,7 @@ _RESPONSE_FROM_CHAT: dict[Dialect, _Convert] = {
 
 
 def convert_request(body: _Body, source: Dialect, target: Dialect) -> _Body:
-    """A request body in `source` dialect, rewritten for an upstream that speaks `target`."""
+    """A request body in `source` dialect (one `check_request` passed), rewritten for an upstream speaking `target`."""
     if source is target:
         return body
     return _REQUEST_FROM_CHAT[target](_REQUEST_TO_CHAT[source](body))

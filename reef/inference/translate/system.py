@@ -8,7 +8,7 @@ from reef.core.scenarios import Dialect
 
 
 def with_system_prompt(dialect: Dialect, body: dict[str, Any], prompt: str | None) -> dict[str, Any]:
-    """A copy of `body` whose system prompt starts with `prompt` (unchanged `body` when `prompt` is empty)."""
+    """A copy of `body` (one `check_request` passed) whose system prompt starts with `prompt` (`body` if no prompt)."""
     if not prompt:
         return body
     if dialect is Dialect.MESSAGES:

@@ -15,9 +15,12 @@ from typing import Any
 
 import torch
 
+from reef.core.settings import TrainingSettings
 from reef.learning.base import TrainingJob, TrainingResult
 from reef.learning.training.losses import resolve_loss
 from reef.learning.training.samples import collate, token_logprobs, tokenize_sample
+
+DEFAULT_LEARNING_RATE = TrainingSettings.model_fields["learning_rate"].default
 
 Progress = Callable[[dict[str, Any]], None]
 
@@ -36,7 +39,7 @@ def run_training_job(job: TrainingJob, progress: Progress | None = None) -> Trai
     samples = [tokenize_sample(s, tokenizer, max_seq_len) for s in job.samples]
     micro = int(config.get("micro_batch_size", 8))
     optimizer = torch.optim.AdamW(
-        [p for p in model.parameters() if p.requires_grad], lr=float(config.get("learning_rate", 2e-4))
+        [p for p in model.parameters() if p.requires_grad], lr=float(config.get("learning_rate", DEFAULT_LEARNING_RATE))
     )
     order = random.Random(seed)
     losses: list[float] = []
