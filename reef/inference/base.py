@@ -97,6 +97,9 @@ class CompletionStream(abc.ABC):
 class Engine(abc.ABC):
     """Answers provider-native requests; one per deployment."""
 
+    # Whether `score` works here (a learning gate holds rollouts back for ranking only when it does).
+    scores_completions: bool = False
+
     @abc.abstractmethod
     async def start(self) -> None:
         """Open connections / load models. Called once before serving."""
@@ -112,6 +115,11 @@ class Engine(abc.ABC):
     @abc.abstractmethod
     async def count_tokens(self, body: dict[str, Any], ctx: RequestContext) -> dict[str, Any]:
         """Anthropic `count_tokens`: `{"input_tokens": n}`."""
+
+    async def score(self, prompt_ids: list[int], completion_ids: list[int], ctx: RequestContext) -> list[float]:
+        """The per-token log-probabilities of `completion_ids` after `prompt_ids` under the release (or candidate)
+        `ctx` names; NotImplementedError where the engine cannot (an upstream provider)."""
+        raise NotImplementedError(f"{type(self).__name__} cannot score completions")
 
     @abc.abstractmethod
     async def activate(self, scenario: str, release: Release | None, path: Path | None) -> None:

@@ -39,8 +39,9 @@ class Processor(abc.ABC):
         the learner reads them back and ingests them."""
         return []
 
-    def hold_out(self, every: int) -> None:  # noqa: B027 - optional hook
-        """Keep about one in `every` reports that carry a known answer out of training, as gate tasks (0: none).
+    def hold_out(self, every: int, rollouts: bool = True) -> None:  # noqa: B027 - optional hook
+        """Keep about one in `every` reports that carry a known answer out of training, as gate tasks (0: none);
+        with `rollouts`, also scored reports on a captured rollout, for the ranking gate (the engine can score).
 
         Which ones is decided by each report's id alone, so the split is the same after a restart."""
 

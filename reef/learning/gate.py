@@ -7,27 +7,17 @@ A scenario never publishes on no evidence: with no tasks (or fewer held-out ones
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 from pathlib import Path
+from typing import Any
 
 from reef.core.errors import BadRequest
 from reef.core.settings import Settings
+from reef.learning.evaluation.ranking import RankedRollout
 from reef.learning.evaluation.task_store import TaskStore
-from reef.learning.evaluation.tasks import Task, load_tasks, parse_task
+from reef.learning.evaluation.tasks import GateTasks, Task, load_tasks, parse_task
 
 log = logging.getLogger(__name__)
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class GateTasks:
-    """The tasks a gate uses now and where they come from: `api`, `file`, `api+file`, `held_out` or `none`."""
-
-    source: str
-    tasks: list[Task]
-
-    def to_json(self) -> dict[str, object]:
-        return {"source": self.source, "tasks": len(self.tasks)}
 
 
 class GateSources:
@@ -50,19 +40,25 @@ class GateSources:
 
 
 class HeldOutTasks:
-    """Parses the held-out rows a processor collected, once each (a row that does not parse is left out)."""
+    """Parses the held-out rows a processor collected, once each (a row that does not parse is left out): tasks
+    with a known answer, and scored rollouts (`"checker": "ranking"`) for the ranking gate."""
 
     def __init__(self) -> None:
         self._rows_seen = 0
         self._tasks: list[Task] = []
+        self._rankings: list[RankedRollout] = []
 
-    def update(self, rows: list[dict[str, object]]) -> list[Task]:
+    def update(self, rows: list[dict[str, Any]]) -> GateTasks:
         if len(rows) < self._rows_seen:  # a fresh processor: parse again from the start
-            self._rows_seen, self._tasks = 0, []
+            self._rows_seen, self._tasks, self._rankings = 0, [], []
         for row in rows[self._rows_seen :]:
             try:
-                self._tasks.append(parse_task(dict(row), f"held-out report {row.get('id')}"))
+                if row.get("checker") == "ranking":
+                    self._rankings.append(RankedRollout.from_row(row))
+                else:
+                    self._tasks.append(parse_task(dict(row), f"held-out report {row.get('id')}"))
             except BadRequest as exc:
-                log.warning("a held-out report is not a usable gate task: %s", exc)
+                log.warning("a held-out report is not usable by the gate: %s", exc)
         self._rows_seen = len(rows)
-        return list(self._tasks)
+        gate = GateTasks("held_out", list(self._tasks), list(self._rankings))
+        return gate if gate.size() else GateTasks("none", [])

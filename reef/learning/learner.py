@@ -38,8 +38,8 @@ from reef.inference.base import Engine
 from reef.learning.base import Batch, Evaluator, Processor, Recipe, Selector
 from reef.learning.evaluation.scores import paired_summary
 from reef.learning.evaluation.selectors import Always
-from reef.learning.evaluation.tasks import Task
-from reef.learning.gate import GateSources, GateTasks, HeldOutTasks
+from reef.learning.evaluation.tasks import GateTasks
+from reef.learning.gate import GateSources, HeldOutTasks
 from reef.learning.growth import Candidate, GrowContext, grow
 from reef.learning.recovery import feed_new, resume
 from reef.releases.base import CommitLog, ReleaseStore
@@ -291,7 +291,7 @@ class Learner:
 
     async def _judge(self, candidate_path: Path, head: Release | None) -> tuple[list[float], list[float], bool, str]:
         """Evaluate and select; any exception fails closed (rejects)."""
-        if self._uses_gate_tasks() and not self.gate_tasks().tasks:
+        if self._uses_gate_tasks() and not self.gate_tasks().size():
             return [], [], True, "no gate tasks; policy always accepts"
         candidate_scores: list[float] = []
         current_scores: list[float] = []
@@ -408,20 +408,21 @@ class Learner:
         gate = self.gate_tasks()
         every = self.settings.evaluation.holdout_every
         split = (
-            f"or send reports with a known answer (about one in {every} is held out for the gate)"
+            f"or send reports with a known answer or a score on a captured rollout (about one in {every} is held "
+            "out for the gate)"
             if every
             else "(evaluation.holdout_every is 0: no report is held out)"
         )
-        if not gate.tasks:
+        if not gate.size():
             return (
                 f"no gate tasks for scenario {self.scenario!r}: post them to /reef/scenarios/{self.scenario}/tasks, "
                 f"set evaluation.tasks, {split}; not training"
             )
         minimum = self.settings.evaluation.holdout_min_tasks
-        if gate.source == "held_out" and len(gate.tasks) < minimum:
+        if gate.source == "held_out" and gate.size() < minimum:
             return (
-                f"the held-out split of scenario {self.scenario!r} has fewer than {minimum} tasks "
-                f"(evaluation.holdout_min_tasks); waiting for more reports with a known answer"
+                f"the held-out split of scenario {self.scenario!r} gives fewer than {minimum} paired scores "
+                f"(evaluation.holdout_min_tasks); waiting for more held-out reports"
             )
         return None
 
@@ -434,14 +435,21 @@ class Learner:
         explicit = self.gate.explicit(self.scenario)
         if explicit.tasks or self._processor is None:
             return explicit
-        held_out: list[Task] = self._held_out.update(self._processor.gate_tasks())
-        return GateTasks("held_out" if held_out else "none", held_out)
+        return self._held_out.update(self._processor.gate_tasks())
 
     # ---- resume ----------------------------------------------------------------------------------------------
 
     def _resume(self) -> None:
         every = self.gate.held_out_every(self.scenario) if self._uses_gate_tasks() else 0
-        resumed = resume(self.scenario, self.recipe, self.records, self.releases, self.commits, holdout_every=every)
+        resumed = resume(
+            self.scenario,
+            self.recipe,
+            self.records,
+            self.releases,
+            self.commits,
+            holdout_every=every,
+            hold_rollouts=self.engine.scores_completions,
+        )
         self._processor, self._cursor = resumed.processor, resumed.cursor
         self._held_out = HeldOutTasks()
         self._lineage_id = resumed.lineage_id

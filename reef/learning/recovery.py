@@ -45,14 +45,15 @@ def resume(
     releases: ReleaseStore,
     commits: CommitLog,
     holdout_every: int = 0,
+    hold_rollouts: bool = True,
 ) -> Resumed:
     """Repair what a crash left half done and refill a fresh processor (blocking; run in a worker thread).
 
-    `holdout_every` is handed to the processor (`Processor.hold_out`) before it reads a record."""
+    `holdout_every` and `hold_rollouts` are handed to the processor (`Processor.hold_out`) before it reads a record."""
     processor = recipe.processor()
     if processor is None:
         raise TypeError(f"recipe {recipe.name!r} does not learn (no processor)")
-    processor.hold_out(holdout_every)
+    processor.hold_out(holdout_every, hold_rollouts)
     history = commit_history(commits, scenario)
     head = releases.head(scenario)
     if head is not None and head.operation == "training":

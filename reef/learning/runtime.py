@@ -20,7 +20,7 @@ from reef.inference.base import Engine, RequestContext
 from reef.learning.base import Evaluator, Recipe, Selector
 from reef.learning.evaluation import TaskEvaluator, load_selector
 from reef.learning.evaluation.task_store import parse_tasks_body
-from reef.learning.evaluation.tasks import Task
+from reef.learning.evaluation.tasks import GateTasks
 from reef.learning.gate import GateSources
 from reef.learning.growth import default_backend_factory
 from reef.learning.learner import Learner
@@ -91,7 +91,7 @@ class Runtime:
             context_for=self.context_for,
             candidate_prompt=candidate_prompt,
             max_parallel_tasks=self.settings.evaluation.max_parallel_tasks,
-            tasks_for=self.gate_tasks,
+            gate_for=self.gate_tasks,
         )
 
     def _default_selector(self) -> Selector:
@@ -296,10 +296,10 @@ class Runtime:
 
     # ---- gate tasks ------------------------------------------------------------------------------------------
 
-    def gate_tasks(self, scenario: str) -> list[Task]:
-        """The tasks the gate of `scenario` uses now (its own, else its held-out split)."""
+    def gate_tasks(self, scenario: str) -> GateTasks:
+        """What the gate of `scenario` judges on now (its own tasks, else its held-out split)."""
         learner = self._learners.get(scenario)
-        return learner.gate_tasks().tasks if learner is not None else self.gate.explicit(scenario).tasks
+        return learner.gate_tasks() if learner is not None else self.gate.explicit(scenario)
 
     def tasks(self, scenario: str) -> dict[str, Any]:
         """The API-given tasks of `scenario` and what its gate uses now."""
@@ -324,9 +324,7 @@ class Runtime:
 
     def gate_tasks_json(self, scenario: str) -> dict[str, Any]:
         """Where the gate of `scenario` takes its tasks from now, and how many it has."""
-        learner = self._learners.get(scenario)
-        gate = learner.gate_tasks() if learner is not None else self.gate.explicit(scenario)
-        return gate.to_json()
+        return self.gate_tasks(scenario).to_json()
 
     async def _regate(self, scenario: str) -> None:
         """The scenario's own tasks changed: its learner re-reads its records with the matching held-out split."""

@@ -98,6 +98,7 @@ class ReportJoiningProcessor(Processor):
         self._skipped_ids: list[str] = []
         self._held_ids: set[str] = set()  # report ids in pending, units or reserved batches: ingest is idempotent
         self._holdout_every = 0
+        self._hold_rollouts = True
         self._gate_rows: list[dict[str, Any]] = []
 
     @abc.abstractmethod
@@ -108,8 +109,9 @@ class ReportJoiningProcessor(Processor):
         """A held-out report as a gate task row, or None when it carries no known answer (then it is trained on)."""
         return None
 
-    def hold_out(self, every: int) -> None:
+    def hold_out(self, every: int, rollouts: bool = True) -> None:
         self._holdout_every = max(0, int(every))
+        self._hold_rollouts = rollouts
 
     def gate_tasks(self) -> list[dict[str, Any]]:
         return list(self._gate_rows)
@@ -146,7 +148,7 @@ class ReportJoiningProcessor(Processor):
         rollouts = [self._rollouts[r] for r in references]
         if is_held_out(report.agent_record_id, self._holdout_every):
             row = self.gate_task(report, rollouts)
-            if row is not None:
+            if row is not None and (self._hold_rollouts or row.get("checker") != "ranking"):
                 self._gate_rows.append(row)
                 return
         self.join(report, rollouts)

@@ -12,6 +12,8 @@ Loss (`reef.learning.training.losses.clipped_policy_loss`), per completion token
 The recorded log-probs come from the local engine's capture (`payload.training`); a cited record without it
 cannot be learned from and is skipped (counted in `processor.skipped["no_training_capture"]`).
 Report: `score` (required) and `references`. The baseline restarts from the unconsumed records after a restart.
+With no gate tasks of its own, a scenario holds out some scored reports as ranked rollouts: the gate asks whether
+the candidate ranks them by score better than the serving release (`reef.learning.evaluation.ranking`).
 """
 
 from __future__ import annotations
@@ -79,6 +81,23 @@ class RLProcessor(ReportJoiningProcessor):
             return
         advantage = self.baseline_for(report).advantage(float((report.payload or {})["score"]))
         self.add_unit(record_ids, [{**s, "advantage": advantage} for s in samples])
+
+    def gate_task(self, report: Record, rollouts: list[Rollout]) -> dict[str, Any] | None:
+        """A held-out scored rollout for the ranking gate (`reef.learning.evaluation.ranking`), compared within its
+        `metadata[baseline_by]` group; None when the report cites anything but one captured rollout."""
+        sample = rollouts[0].policy_sample() if len(rollouts) == 1 else None
+        if sample is None:
+            return None
+        payload = report.payload or {}
+        group = (payload.get("metadata") or {}).get(self.baseline_by) if self.baseline_by else None
+        return {
+            "id": report.agent_record_id,
+            "checker": "ranking",
+            "prompt_ids": sample["prompt_ids"],
+            "completion_ids": sample["completion_ids"],
+            "score": float(payload["score"]),
+            "group": None if group is None else str(group),
+        }
 
 
 class RLRecipe(WeightsRecipe):

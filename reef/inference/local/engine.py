@@ -19,6 +19,7 @@ from reef.inference.local.adapters import AdapterSet, Binding, Bindings, binding
 from reef.inference.local.model_files import load_base_model, resolve_device, resolve_model_path
 from reef.inference.local.request import RequestSetup, prompt_ids_of, raise_failure, submit, to_chat
 from reef.inference.local.scheduler import Failed, Scheduler
+from reef.inference.local.scoring import check_score_request, completion_logprobs
 from reef.inference.local.stream import LocalStream, complete
 
 log = logging.getLogger(__name__)
@@ -27,6 +28,8 @@ log = logging.getLogger(__name__)
 class LocalEngine(Engine):
     """Serves `settings.model_path` in this process: continuous batching on a scheduler thread."""
 
+    scores_completions = True
+
     def __init__(self, settings: InferenceSettings) -> None:
         if not settings.model_path:
             raise ValueError("LocalEngine needs inference.model_path")
@@ -34,6 +37,7 @@ class LocalEngine(Engine):
         self._bindings = Bindings()
         self._setup: RequestSetup | None = None
         self._adapters: AdapterSet | None = None
+        self._vocab_size = 0
         self._created = int(time.time())
         self.model_dir: Path | None = None
         self.model_name = settings.served_model_name or _display_name(settings.model_path)
@@ -64,6 +68,7 @@ class LocalEngine(Engine):
             max_queue=settings.max_queue,
         )
         scheduler.start()
+        self._vocab_size = int(model.config.vocab_size)
         max_positions = int(getattr(model.config, "max_position_embeddings", 0) or 1 << 20)
         self._setup = RequestSetup(tokenizer, scheduler, self._bindings, settings.default_max_new_tokens, max_positions)
         log.info(
@@ -95,6 +100,23 @@ class LocalEngine(Engine):
     async def count_tokens(self, body: dict[str, Any], ctx: RequestContext) -> dict[str, Any]:
         chat = to_chat(Dialect.MESSAGES, body)
         return {"input_tokens": len(prompt_ids_of(self.setup.tokenizer, chat, ctx.system_prompt))}
+
+    async def score(self, prompt_ids: list[int], completion_ids: list[int], ctx: RequestContext) -> list[float]:
+        setup, adapters = self.setup, self._adapters
+        assert adapters is not None
+        check_score_request(prompt_ids, completion_ids, self._vocab_size, setup.max_positions)
+        binding = self._bindings.for_request(ctx.scenario, ctx.release_id, ctx.candidate_path)
+        scheduler = setup.scheduler
+
+        def forward() -> list[float]:
+            # On the scheduler thread, between decode steps: it alone may load adapters or run the model.
+            if binding.adapter_name is not None and binding.adapter_path is not None:
+                adapters.ensure(binding.adapter_name, binding.adapter_path, scheduler.in_use())
+            with adapters.selected(binding.adapter_name), torch.inference_mode():
+                return completion_logprobs(adapters.model, prompt_ids, completion_ids)
+
+        scores: list[float] = await asyncio.wrap_future(scheduler.call(forward))
+        return scores
 
     async def activate(self, scenario: str, release: Release | None, path: Path | None) -> None:
         binding = Binding() if release is None else binding_for(release.release_id, path)

@@ -1,7 +1,8 @@
 """Paired evaluation on held-out tasks through the engine (never recorded: it bypasses the service).
 
 The candidate and the serving release answer the same tasks with the same sampling; each task's two requests
-go out together, so any drift in the engine (load, batching) hits both sides alike.
+go out together, so any drift in the engine (load, batching) hits both sides alike. Held-out scored rollouts
+(the gate of score-only feedback, `ranking`) add one paired score per pair of them.
 """
 
 from __future__ import annotations
@@ -17,13 +18,14 @@ from reef.core.settings import Settings
 from reef.inference.base import Engine, RequestContext
 from reef.learning.base import Evaluator
 from reef.learning.evaluation.checkers import check
-from reef.learning.evaluation.tasks import Task, load_tasks
+from reef.learning.evaluation.ranking import paired_ranking_scores
+from reef.learning.evaluation.tasks import GateTasks, Task, load_tasks
 
 log = logging.getLogger(__name__)
 
 ContextFor = Callable[[str, str | None], RequestContext]
 CandidatePrompt = Callable[[Path], str | None]
-TasksFor = Callable[[str], list[Task]]
+GateFor = Callable[[str], GateTasks]
 
 
 class TaskEvaluator(Evaluator):
@@ -39,23 +41,25 @@ class TaskEvaluator(Evaluator):
         context_for: ContextFor | None = None,
         candidate_prompt: CandidatePrompt | None = None,
         max_parallel_tasks: int = 4,
-        tasks_for: TasksFor | None = None,
+        gate_for: GateFor | None = None,
     ) -> None:
         self.engine = engine
         self.settings = settings
         self._context_for = context_for or (lambda scenario, release_id: RequestContext(scenario, release_id))
         self._candidate_prompt = candidate_prompt or (lambda path: None)
         self._max_parallel_tasks = max_parallel_tasks
-        self._tasks_for = tasks_for or (lambda scenario: load_tasks(self.settings.evaluation.tasks, scenario))
+        self._gate_for = gate_for or (
+            lambda scenario: GateTasks("file", load_tasks(settings.evaluation.tasks, scenario))
+        )
 
     def tasks(self, scenario: str) -> list[Task]:
         """The gate tasks of `scenario` (by default `evaluation.tasks`, re-read each time so it can be edited)."""
-        return self._tasks_for(scenario)
+        return self._gate_for(scenario).tasks
 
     async def paired_scores(
         self, scenario: str, candidate_path: Path | None, current_release_id: str | None
     ) -> tuple[list[float], list[float]]:
-        tasks = self.tasks(scenario)
+        gate = self._gate_for(scenario)
         current_ctx = self._context_for(scenario, current_release_id)
         candidate_ctx = RequestContext(
             scenario,
@@ -72,8 +76,16 @@ class TaskEvaluator(Evaluator):
                 )
                 return candidate, current
 
-        pairs = await asyncio.gather(*(pair(task) for task in tasks))
-        return [c for c, _ in pairs], [k for _, k in pairs]
+        pairs = await asyncio.gather(*(pair(task) for task in gate.tasks))
+        candidate_scores, current_scores = [c for c, _ in pairs], [k for _, k in pairs]
+        ranking = gate.pairs()
+        if ranking:  # held-out scored rollouts: one paired score per pair, after the tasks'
+            ranked = await paired_ranking_scores(
+                self.engine, ranking, candidate_ctx, current_ctx, self._max_parallel_tasks
+            )
+            candidate_scores += ranked[0]
+            current_scores += ranked[1]
+        return candidate_scores, current_scores
 
     async def _score(self, task: Task, ctx: RequestContext) -> float:
         completion = await self.engine.complete(Dialect.CHAT, self._body(task), ctx)

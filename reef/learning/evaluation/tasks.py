@@ -18,6 +18,7 @@ from typing import Any
 import orjson
 
 from reef.core.errors import BadRequest
+from reef.learning.evaluation.ranking import RankedRollout, ranking_pairs
 
 _BUILTIN_CHECKERS = frozenset({"exact", "contains", "regex", "numeric", "f1"})
 MAX_TASK_TOKENS = 4096
@@ -33,6 +34,29 @@ class Task:
     answer: Any = None
     pattern: str | None = None
     extra: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class GateTasks:
+    """What a gate judges on now and where it comes from (`api`, `file`, `api+file`, `held_out` or `none`):
+    tasks with checkers, and held-out scored rollouts whose pairs the ranking gate compares."""
+
+    source: str
+    tasks: list[Task]
+    rankings: list[RankedRollout] = dataclasses.field(default_factory=list)
+
+    def pairs(self) -> list[tuple[RankedRollout, RankedRollout]]:
+        return ranking_pairs(self.rankings)
+
+    def size(self) -> int:
+        """How many paired scores the gate gets: one per task and one per ranking pair."""
+        return len(self.tasks) + len(self.pairs())
+
+    def to_json(self) -> dict[str, object]:
+        shown: dict[str, object] = {"source": self.source, "tasks": len(self.tasks)}
+        if self.rankings:
+            shown.update(ranked_rollouts=len(self.rankings), ranking_pairs=len(self.pairs()))
+        return shown
 
 
 def parse_task(row: dict[str, Any], task_id: str) -> Task:
