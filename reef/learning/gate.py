@@ -13,11 +13,14 @@ from typing import Any
 
 from reef.core.errors import BadRequest
 from reef.core.settings import Settings
-from reef.learning.evaluation.ranking import RankedRollout
+from reef.learning.base import Processor
+from reef.learning.evaluation.ranking import RankedRollout, ranking_pairs
 from reef.learning.evaluation.task_store import TaskStore
 from reef.learning.evaluation.tasks import GateTasks, Task, load_tasks, parse_task
 
 log = logging.getLogger(__name__)
+
+MAX_RANKED_ROLLOUTS = 256  # the newest held-out scored rollouts the ranking gate pairs up
 
 
 class GateSources:
@@ -47,8 +50,11 @@ class HeldOutTasks:
         self._rows_seen = 0
         self._tasks: list[Task] = []
         self._rankings: list[RankedRollout] = []
+        self._gate = GateTasks("none", [])
 
     def update(self, rows: list[dict[str, Any]]) -> GateTasks:
+        if len(rows) == self._rows_seen:
+            return self._gate
         if len(rows) < self._rows_seen:  # a fresh processor: parse again from the start
             self._rows_seen, self._tasks, self._rankings = 0, [], []
         for row in rows[self._rows_seen :]:
@@ -60,5 +66,69 @@ class HeldOutTasks:
             except BadRequest as exc:
                 log.warning("a held-out report is not usable by the gate: %s", exc)
         self._rows_seen = len(rows)
-        gate = GateTasks("held_out", list(self._tasks), list(self._rankings))
-        return gate if gate.size() else GateTasks("none", [])
+        rankings = self._rankings[-MAX_RANKED_ROLLOUTS:]
+        gate = GateTasks("held_out", list(self._tasks), rankings, ranking_pairs(rankings))
+        self._gate = gate if gate.size() else GateTasks("none", [])
+        return self._gate
+
+
+class ScenarioGate:
+    """One scenario's gate: what it judges on now, and why its learner must wait when that is not enough."""
+
+    def __init__(self, scenario: str, sources: GateSources, uses_tasks: bool, always_accepts: bool) -> None:
+        self.scenario = scenario
+        self.sources = sources
+        self.uses_tasks = uses_tasks  # False: a recipe's own evaluator, which needs no tasks from here
+        self.always_accepts = always_accepts
+        self._held_out = HeldOutTasks()
+
+    def holdout_every(self) -> int:
+        """The held-out split a fresh processor should keep (0 when the scenario has tasks of its own)."""
+        return self.sources.held_out_every(self.scenario) if self.uses_tasks else 0
+
+    def restarted(self) -> None:
+        """A fresh processor replaced the old one: parse its held-out rows from the start."""
+        self._held_out = HeldOutTasks()
+
+    def tasks(self, processor: Processor | None) -> GateTasks:
+        """The scenario's own tasks (API, file), else its processor's held-out split."""
+        explicit = self.sources.explicit(self.scenario)
+        if explicit.tasks or processor is None:
+            return explicit
+        return self._held_out.update(processor.gate_tasks())
+
+    def blocker(self, processor: Processor | None) -> str | None:
+        """Why no candidate could be judged now (too little to judge on, for a policy that needs scores), or None."""
+        if not self.uses_tasks or self.always_accepts:
+            return None
+        gate = self.tasks(processor)
+        every = self.sources.settings.evaluation.holdout_every
+        split = (
+            f"or send reports with a known answer or a score on a captured rollout (about one in {every} is held "
+            "out for the gate)"
+            if every
+            else "(evaluation.holdout_every is 0: no report is held out)"
+        )
+        if not gate.size():
+            return (
+                f"no gate tasks for scenario {self.scenario!r}: post them to /reef/scenarios/{self.scenario}/tasks, "
+                f"set evaluation.tasks, {split}; not training"
+            )
+        minimum = self.sources.settings.evaluation.holdout_min_tasks
+        if gate.source == "held_out" and gate.size() < minimum:
+            return (
+                f"the held-out split of scenario {self.scenario!r} gives fewer than {minimum} paired scores "
+                f"(evaluation.holdout_min_tasks); waiting for more held-out reports"
+            )
+        return None
+
+    def status(self, processor: Processor | None) -> dict[str, Any]:
+        """`/reef/status`'s `gate`: source, size, the split's settings and why the learner waits, if it does."""
+        if not self.uses_tasks:
+            return {"source": "evaluator", "tasks": None}
+        return {
+            **self.tasks(processor).to_json(),
+            "holdout_every": self.holdout_every(),
+            "holdout_min_tasks": self.sources.settings.evaluation.holdout_min_tasks,
+            "waiting": self.blocker(processor),
+        }

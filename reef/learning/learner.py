@@ -22,7 +22,6 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
-import dataclasses
 import logging
 import shutil
 import tempfile
@@ -39,8 +38,9 @@ from reef.learning.base import Batch, Evaluator, Processor, Recipe, Selector
 from reef.learning.evaluation.scores import paired_summary
 from reef.learning.evaluation.selectors import Always
 from reef.learning.evaluation.tasks import GateTasks
-from reef.learning.gate import GateSources, HeldOutTasks
+from reef.learning.gate import GateSources, ScenarioGate
 from reef.learning.growth import Candidate, GrowContext, grow
+from reef.learning.lineage import NO_PARENTS, StepParents, WorkingLineage
 from reef.learning.recovery import feed_new, resume
 from reef.releases.base import CommitLog, ReleaseStore
 from reef.storage.base import RecordStore
@@ -85,9 +85,10 @@ class Learner:
         self._activate = activate
         self._commit_lock = commit_lock  # shared with rollback/promote: head moves and activations never interleave
         self._backend_factory = backend_factory
-        self.gate = gate
-        self._held_out = HeldOutTasks()
-        self._lineage_id: str | None = None  # the lineage tip the commit log vouches for
+        self.gate = ScenarioGate(
+            scenario, gate, bool(getattr(evaluator, "uses_gate_tasks", False)), isinstance(selector, Always)
+        )
+        self.lineage = WorkingLineage(scenario, releases)
         self._step_lock = asyncio.Lock()
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -207,10 +208,10 @@ class Learner:
 
     async def _grow_judge_commit(self, step: int, batch: Batch, work_dir: Path) -> Commit:
         head = await asyncio.to_thread(self.releases.head, self.scenario)
-        tip = await asyncio.to_thread(self._lineage_tip, head)
-        trained_from = tip or head
+        parents = await asyncio.to_thread(self.lineage.parents, head)
+        trained_from = parents.trained_from
         parent_dir = await asyncio.to_thread(self.releases.materialize, trained_from) if trained_from else None
-        self._job["trained_from"] = trained_from.release_id if trained_from is not None else None
+        self._job["trained_from"] = _release_id(trained_from)
         ctx = GrowContext(
             self.scenario, step, work_dir, self.settings, self.engine, self.records, trained_from, self._progress
         )
@@ -218,80 +219,54 @@ class Learner:
         self._job["state"] = "evaluating"
         candidate_scores, current_scores, accepted, reason = await self._judge(candidate.path, head)
         metrics = {**candidate.metrics, **paired_summary(candidate_scores, current_scores)}
-        lineage = _Lineage(head, trained_from)
         if accepted:
             log.info("learner %s: step %d accepted: %s", self.scenario, step, reason)
             self._job["state"] = "publishing"
             return await self._publish(
-                step, batch, candidate, lineage, candidate_scores, current_scores, reason, metrics
+                step, batch, candidate, parents, candidate_scores, current_scores, reason, metrics
             )
         judged = len(candidate_scores) > 0 and len(candidate_scores) == len(current_scores)
         if judged and head is not None and not self.selector.lost(candidate_scores, current_scores):
             log.info("learner %s: step %d kept as the lineage's tip: %s", self.scenario, step, reason)
-            return await self._keep(step, batch, candidate, lineage, candidate_scores, current_scores, reason, metrics)
+            return await self._keep(step, batch, candidate, parents, candidate_scores, current_scores, reason, metrics)
         log.info("learner %s: step %d rejected: %s", self.scenario, step, reason)
         # A candidate that lost is dropped and the lineage returns to the serving release; one that could not be
         # judged (the evaluation failed) leaves the lineage as it was.
-        self._lineage_id = self._lineage_id if not judged else None
+        if judged:
+            self.lineage.tip_id = None
         commit = self._commit(
-            step, "rejected", reason, None, lineage, candidate_scores, current_scores, metrics, batch.record_ids
+            step, "rejected", reason, None, parents, candidate_scores, current_scores, metrics, batch.record_ids
         )
         await asyncio.to_thread(self.commits.append, commit)
-        if self._lineage_id is None:
-            await asyncio.to_thread(self.releases.drop_lineage, self.scenario)
+        if judged:
+            await asyncio.to_thread(self.lineage.end)
         return commit
-
-    def _lineage_tip(self, head: Release | None) -> Release | None:
-        """The lineage's tip when the commit log vouches for it and it grew from the serving release, else None
-        (a stale tip is dropped)."""
-        tip = self.releases.lineage(self.scenario)
-        if tip is None:
-            return None
-        if (
-            head is not None
-            and tip.release_id == self._lineage_id
-            and tip.metrics.get("lineage_base") == head.release_id
-        ):
-            return tip
-        log.info("learner %s: dropping the stale lineage tip %s", self.scenario, tip.release_id)
-        self.releases.drop_lineage(self.scenario)
-        self._lineage_id = None
-        return None
 
     async def _keep(
         self,
         step: int,
         batch: Batch,
         candidate: Candidate,
-        lineage: _Lineage,
+        parents: StepParents,
         candidate_scores: list[float],
         current_scores: list[float],
         reason: str,
         metrics: dict[str, Any],
     ) -> Commit:
         """Store a candidate that did not lose as the lineage's new tip; the next step trains from it."""
-        assert lineage.head is not None and lineage.trained_from is not None
         tip = await asyncio.to_thread(
-            self.releases.keep_lineage,
-            self.scenario,
-            candidate.path,
-            lineage.trained_from.release_id,
-            step=step,
-            recipe=self.recipe.name,
-            # As for a publish: the consumed ids ride along so a crash before the commit log rolls forward.
-            metrics={**metrics, "lineage_base": lineage.head.release_id, "consumed_record_ids": list(batch.record_ids)},
+            self.lineage.keep, candidate.path, parents, step, self.recipe.name, metrics, batch.record_ids
         )
-        self._lineage_id = tip.release_id
         reason = f"{reason}; did not lose: kept as the lineage's tip, the next step trains from it"
         commit = self._commit(
-            step, "kept", reason, tip, lineage, candidate_scores, current_scores, metrics, batch.record_ids
+            step, "kept", reason, tip, parents, candidate_scores, current_scores, metrics, batch.record_ids
         )
         await asyncio.to_thread(self.commits.append, commit)
         return commit
 
     async def _judge(self, candidate_path: Path, head: Release | None) -> tuple[list[float], list[float], bool, str]:
         """Evaluate and select; any exception fails closed (rejects)."""
-        if self._uses_gate_tasks() and not self.gate_tasks().size():
+        if self.gate.uses_tasks and not self.gate_tasks().size():
             return [], [], True, "no gate tasks; policy always accepts"
         candidate_scores: list[float] = []
         current_scores: list[float] = []
@@ -310,14 +285,14 @@ class Learner:
         step: int,
         batch: Batch,
         candidate: Candidate,
-        lineage: _Lineage,
+        parents: StepParents,
         candidate_scores: list[float],
         current_scores: list[float],
         reason: str,
         metrics: dict[str, Any],
     ) -> Commit:
         review = self.settings.learning.review
-        head = lineage.head
+        head = parents.head
         async with self._commit_lock:
             release = await asyncio.to_thread(
                 self.releases.publish,
@@ -330,18 +305,18 @@ class Learner:
                 # The consumed ids ride along so a crash before the commit log can be rolled forward on resume.
                 metrics={
                     **metrics,
-                    "trained_from": _release_id(lineage.trained_from),
+                    "trained_from": _release_id(parents.trained_from),
                     "consumed_record_ids": list(batch.record_ids),
                 },
                 pending=review,
             )
             verdict: Verdict = "pending" if review else "published"
-            self._lineage_id = None  # a published (or pending) candidate ends the lineage
+            self.lineage.tip_id = None  # a published (or pending) candidate ends the lineage
             commit = self._commit(
-                step, verdict, reason, release, lineage, candidate_scores, current_scores, metrics, batch.record_ids
+                step, verdict, reason, release, parents, candidate_scores, current_scores, metrics, batch.record_ids
             )
             await asyncio.to_thread(self.commits.append, commit)
-            await asyncio.to_thread(self.releases.drop_lineage, self.scenario)
+            await asyncio.to_thread(self.lineage.end)
             if not review:
                 try:
                     await self._activate(self.scenario, release)
@@ -370,7 +345,7 @@ class Learner:
             "skipped",
             reason,
             None,
-            _NO_LINEAGE,
+            NO_PARENTS,
             [],
             [],
             {"batch_record_ids": list(batch.record_ids)},
@@ -395,52 +370,23 @@ class Learner:
         if self._blocked != reason:
             self._blocked = reason
             self._error(None, reason)
-            commit = self._commit(self._step + 1, "skipped", reason, None, _NO_LINEAGE, [], [], {}, [])
+            commit = self._commit(self._step + 1, "skipped", reason, None, NO_PARENTS, [], [], {}, [])
             await asyncio.to_thread(self.commits.append, commit)
             self._step, self._last_commit = commit.step, commit
         assert self._last_commit is not None
         return self._last_commit.to_json()
 
     def _evaluation_blocker(self) -> str | None:
-        """Why no candidate could be judged now (too few gate tasks for a policy that needs scores), or None."""
-        if not self._uses_gate_tasks() or isinstance(self.selector, Always):
-            return None
-        gate = self.gate_tasks()
-        every = self.settings.evaluation.holdout_every
-        split = (
-            f"or send reports with a known answer or a score on a captured rollout (about one in {every} is held "
-            "out for the gate)"
-            if every
-            else "(evaluation.holdout_every is 0: no report is held out)"
-        )
-        if not gate.size():
-            return (
-                f"no gate tasks for scenario {self.scenario!r}: post them to /reef/scenarios/{self.scenario}/tasks, "
-                f"set evaluation.tasks, {split}; not training"
-            )
-        minimum = self.settings.evaluation.holdout_min_tasks
-        if gate.source == "held_out" and gate.size() < minimum:
-            return (
-                f"the held-out split of scenario {self.scenario!r} gives fewer than {minimum} paired scores "
-                f"(evaluation.holdout_min_tasks); waiting for more held-out reports"
-            )
-        return None
-
-    def _uses_gate_tasks(self) -> bool:
-        """Whether the evaluator scores on gate tasks (a recipe's own evaluator may not)."""
-        return bool(getattr(self.evaluator, "uses_gate_tasks", False))
+        return self.gate.blocker(self._processor)
 
     def gate_tasks(self) -> GateTasks:
-        """The tasks the gate uses now: the scenario's own (API, file), else its held-out split."""
-        explicit = self.gate.explicit(self.scenario)
-        if explicit.tasks or self._processor is None:
-            return explicit
-        return self._held_out.update(self._processor.gate_tasks())
+        """What the gate judges on now: the scenario's own tasks (API, file), else its held-out split."""
+        return self.gate.tasks(self._processor)
 
     # ---- resume ----------------------------------------------------------------------------------------------
 
     def _resume(self) -> None:
-        every = self.gate.held_out_every(self.scenario) if self._uses_gate_tasks() else 0
+        every = self.gate.holdout_every()
         resumed = resume(
             self.scenario,
             self.recipe,
@@ -451,8 +397,8 @@ class Learner:
             hold_rollouts=self.engine.scores_completions,
         )
         self._processor, self._cursor = resumed.processor, resumed.cursor
-        self._held_out = HeldOutTasks()
-        self._lineage_id = resumed.lineage_id
+        self.gate.restarted()
+        self.lineage.tip_id = resumed.lineage_id
         self._step = max(resumed.last_step, self._step)
         self._last_commit = resumed.last_commit
 
@@ -481,7 +427,7 @@ class Learner:
         verdict: Verdict,
         reason: str,
         release: Release | None,
-        lineage: _Lineage,
+        parents: StepParents,
         candidate_scores: list[float],
         current_scores: list[float],
         metrics: dict[str, Any],
@@ -493,14 +439,14 @@ class Learner:
             verdict=verdict,
             reason=reason,
             release_id=_release_id(release),
-            parent_release_id=_release_id(lineage.head),
+            parent_release_id=_release_id(parents.head),
             candidate_scores=list(candidate_scores),
             current_scores=list(current_scores),
             # Every judged step says what the lineage is afterwards: a resume trusts only the tip it names.
-            metrics=metrics if verdict == "skipped" else {**metrics, "lineage": self._lineage_id},
+            metrics=metrics if verdict == "skipped" else {**metrics, "lineage": self.lineage.tip_id},
             consumed_record_ids=list(consumed),
             created_at=time.time(),
-            trained_from=_release_id(lineage.trained_from),
+            trained_from=_release_id(parents.trained_from),
         )
 
     def status(self) -> dict[str, Any]:
@@ -526,33 +472,11 @@ class Learner:
                 **paired_summary(last.candidate_scores, last.current_scores),
             },
             "blocked": self._blocked,
-            "gate": self._gate_status(),
-            "lineage": {"tip_release_id": self._lineage_id},
+            "gate": self.gate.status(self._processor),
+            "lineage": {"tip_release_id": self.lineage.tip_id},
             "consecutive_failures": self._failures,
             "errors": list(self._errors),
         }
-
-    def _gate_status(self) -> dict[str, Any]:
-        if not self._uses_gate_tasks():
-            return {"source": "evaluator", "tasks": None}
-        gate = self.gate_tasks()
-        return {
-            **gate.to_json(),
-            "holdout_every": self.gate.held_out_every(self.scenario),
-            "holdout_min_tasks": self.settings.evaluation.holdout_min_tasks,
-            "waiting": self._evaluation_blocker(),
-        }
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class _Lineage:
-    """A step's two parents: the serving release it is judged against and the release it was trained from."""
-
-    head: Release | None
-    trained_from: Release | None
-
-
-_NO_LINEAGE = _Lineage(None, None)
 
 
 def _release_id(release: Release | None) -> str | None:

@@ -92,7 +92,7 @@ async def test_the_held_out_split_gates_training_is_never_trained_on_and_survive
     after = await world.runtime.step("math")
 
     assert after["verdict"] == "published" and after["candidate_scores"] == [1.0] * 4
-    assert [t.task_id for t in world.runtime.gate_tasks("math")] == held
+    assert [t.task_id for t in world.runtime.gate_tasks("math").tasks] == held
     assert not set(held) & set(world.backend.trained_record_ids())
 
 
@@ -126,7 +126,7 @@ async def test_api_tasks_survive_a_restart(tmp_path):
     world = world.restart()
     await world.runtime.start()
 
-    assert [t.task_id for t in world.runtime.gate_tasks("math")] == ["q0", "q1", "q2", "q3"]
+    assert [t.task_id for t in world.runtime.gate_tasks("math").tasks] == ["q0", "q1", "q2", "q3"]
 
 
 @pytest.mark.parametrize(

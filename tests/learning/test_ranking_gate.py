@@ -72,7 +72,7 @@ def test_rl_holds_out_scored_rollouts_by_report_id_and_trains_on_the_rest():
 
     assert [r.rollout_id for r in gate.rankings] == held and held
     assert processor.ready() == len(trained)
-    assert gate.source == "held_out" and gate.size() == len(gate.pairs()) > 0
+    assert gate.source == "held_out" and gate.size() == len(gate.pairs) > 0
     assert all(r.group == "t" and len(r.completion_ids) == 2 for r in gate.rankings)
 
 

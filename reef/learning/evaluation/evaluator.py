@@ -78,7 +78,7 @@ class TaskEvaluator(Evaluator):
 
         pairs = await asyncio.gather(*(pair(task) for task in gate.tasks))
         candidate_scores, current_scores = [c for c, _ in pairs], [k for _, k in pairs]
-        ranking = gate.pairs()
+        ranking = gate.pairs
         if ranking:  # held-out scored rollouts: one paired score per pair, after the tasks'
             ranked = await paired_ranking_scores(
                 self.engine, ranking, candidate_ctx, current_ctx, self._max_parallel_tasks

@@ -68,6 +68,7 @@ class TaskStore:
         self.directory = Path(directory)
         self._lock = threading.Lock()
         self._cache: dict[str, list[dict[str, Any]]] = {}
+        self._parsed: dict[str, tuple[list[dict[str, Any]], list[Task]]] = {}  # rows -> their tasks
 
     def rows(self, scenario: str) -> list[dict[str, Any]]:
         """The stored rows of `scenario`, in the order they were added."""
@@ -75,8 +76,14 @@ class TaskStore:
             return list(self._rows(scenario))
 
     def tasks(self, scenario: str) -> list[Task]:
-        """The stored tasks of `scenario` as gate tasks."""
-        return [parse_task(row, str(row["id"])) for row in self.rows(scenario)]
+        """The stored tasks of `scenario` as gate tasks (parsed once per change)."""
+        with self._lock:
+            rows = self._rows(scenario)
+            parsed = self._parsed.get(scenario)
+            if parsed is None or parsed[0] is not rows:
+                parsed = (rows, [parse_task(row, str(row["id"])) for row in rows])
+                self._parsed[scenario] = parsed
+            return list(parsed[1])
 
     def add(self, scenario: str, rows: list[tuple[str, dict[str, Any]]]) -> list[dict[str, Any]]:
         """Validate `rows` (`(where, row)`, as `parse_tasks_body` gives them) and append them; returns the stored rows

@@ -18,7 +18,7 @@ from typing import Any
 import orjson
 
 from reef.core.errors import BadRequest
-from reef.learning.evaluation.ranking import RankedRollout, ranking_pairs
+from reef.learning.evaluation.ranking import RankedRollout
 
 _BUILTIN_CHECKERS = frozenset({"exact", "contains", "regex", "numeric", "f1"})
 MAX_TASK_TOKENS = 4096
@@ -44,18 +44,16 @@ class GateTasks:
     source: str
     tasks: list[Task]
     rankings: list[RankedRollout] = dataclasses.field(default_factory=list)
-
-    def pairs(self) -> list[tuple[RankedRollout, RankedRollout]]:
-        return ranking_pairs(self.rankings)
+    pairs: list[tuple[RankedRollout, RankedRollout]] = dataclasses.field(default_factory=list)  # of `rankings`
 
     def size(self) -> int:
         """How many paired scores the gate gets: one per task and one per ranking pair."""
-        return len(self.tasks) + len(self.pairs())
+        return len(self.tasks) + len(self.pairs)
 
     def to_json(self) -> dict[str, object]:
         shown: dict[str, object] = {"source": self.source, "tasks": len(self.tasks)}
         if self.rankings:
-            shown.update(ranked_rollouts=len(self.rankings), ranking_pairs=len(self.pairs()))
+            shown.update(ranked_rollouts=len(self.rankings), ranking_pairs=len(self.pairs))
         return shown
 
 
