@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import dataclasses
 import logging
 import shutil
 import tempfile
@@ -217,68 +218,54 @@ class Learner:
         )
         candidate = await grow(self.recipe, batch, parent_dir, ctx, self._backend_factory)
         self._job["state"] = "evaluating"
-        candidate_scores, current_scores, accepted, reason = await self._judge(candidate.path, head)
-        metrics = {**candidate.metrics, **paired_summary(candidate_scores, current_scores)}
-        if accepted:
-            log.info("learner %s: step %d accepted: %s", self.scenario, step, reason)
+        judgement = await self._judge(candidate, head)
+        if judgement.accepted:
+            log.info("learner %s: step %d accepted: %s", self.scenario, step, judgement.reason)
             self._job["state"] = "publishing"
-            return await self._publish(
-                step, batch, candidate, parents, candidate_scores, current_scores, reason, metrics
-            )
-        judged = len(candidate_scores) > 0 and len(candidate_scores) == len(current_scores)
-        if judged and head is not None and not self.selector.lost(candidate_scores, current_scores):
-            log.info("learner %s: step %d kept as the lineage's tip: %s", self.scenario, step, reason)
-            return await self._keep(step, batch, candidate, parents, candidate_scores, current_scores, reason, metrics)
-        log.info("learner %s: step %d rejected: %s", self.scenario, step, reason)
+            return await self._publish(step, batch, candidate, parents, judgement)
+        judged = judgement.judged()
+        if judged and head is not None and not self.selector.lost(judgement.candidate_scores, judgement.current_scores):
+            log.info("learner %s: step %d kept as the lineage's tip: %s", self.scenario, step, judgement.reason)
+            return await self._keep(step, batch, candidate, parents, judgement)
+        log.info("learner %s: step %d rejected: %s", self.scenario, step, judgement.reason)
         # A candidate that lost is dropped and the lineage returns to the serving release; one that could not be
         # judged (the evaluation failed) leaves the lineage as it was.
         if judged:
             self.lineage.tip_id = None
-        commit = self._commit(
-            step, "rejected", reason, None, parents, candidate_scores, current_scores, metrics, batch.record_ids
-        )
+        commit = self._commit(step, "rejected", None, parents, judgement, batch.record_ids)
         await asyncio.to_thread(self.commits.append, commit)
         if judged:
             await asyncio.to_thread(self.lineage.end)
         return commit
 
     async def _keep(
-        self,
-        step: int,
-        batch: Batch,
-        candidate: Candidate,
-        parents: StepParents,
-        candidate_scores: list[float],
-        current_scores: list[float],
-        reason: str,
-        metrics: dict[str, Any],
+        self, step: int, batch: Batch, candidate: Candidate, parents: StepParents, judgement: Judgement
     ) -> Commit:
         """Store a candidate that did not lose as the lineage's new tip; the next step trains from it."""
         tip = await asyncio.to_thread(
-            self.lineage.keep, candidate.path, parents, step, self.recipe.name, metrics, batch.record_ids
+            self.lineage.keep, candidate.path, parents, step, self.recipe.name, judgement.metrics, batch.record_ids
         )
-        reason = f"{reason}; did not lose: kept as the lineage's tip, the next step trains from it"
-        commit = self._commit(
-            step, "kept", reason, tip, parents, candidate_scores, current_scores, metrics, batch.record_ids
-        )
+        reason = f"{judgement.reason}; did not lose: kept as the lineage's tip, the next step trains from it"
+        commit = self._commit(step, "kept", tip, parents, judgement, batch.record_ids, reason)
         await asyncio.to_thread(self.commits.append, commit)
         return commit
 
-    async def _judge(self, candidate_path: Path, head: Release | None) -> tuple[list[float], list[float], bool, str]:
+    async def _judge(self, candidate: Candidate, head: Release | None) -> Judgement:
         """Evaluate and select; any exception fails closed (rejects)."""
         if self.gate.uses_tasks and not self.gate_tasks().size():
-            return [], [], True, "no gate tasks; policy always accepts"
+            return Judgement([], [], True, "no gate tasks; policy always accepts", dict(candidate.metrics))
         candidate_scores: list[float] = []
         current_scores: list[float] = []
         try:
             candidate_scores, current_scores = await self.evaluator.paired_scores(
-                self.scenario, candidate_path, head.release_id if head is not None else None
+                self.scenario, candidate.path, _release_id(head)
             )
             accepted, reason = self.selector.accept(candidate_scores, current_scores)
-            return list(candidate_scores), list(current_scores), bool(accepted), reason
         except Exception as exc:
             log.exception("learner %s: evaluation failed", self.scenario)
-            return candidate_scores, current_scores, False, f"evaluation failed, rejected: {type(exc).__name__}: {exc}"
+            accepted, reason = False, f"evaluation failed, rejected: {type(exc).__name__}: {exc}"
+        metrics = {**candidate.metrics, **paired_summary(candidate_scores, current_scores)}
+        return Judgement(list(candidate_scores), list(current_scores), bool(accepted), reason, metrics)
 
     async def _publish(
         self,
@@ -286,10 +273,7 @@ class Learner:
         batch: Batch,
         candidate: Candidate,
         parents: StepParents,
-        candidate_scores: list[float],
-        current_scores: list[float],
-        reason: str,
-        metrics: dict[str, Any],
+        judgement: Judgement,
     ) -> Commit:
         review = self.settings.learning.review
         head = parents.head
@@ -304,7 +288,7 @@ class Learner:
                 recipe=self.recipe.name,
                 # The consumed ids ride along so a crash before the commit log can be rolled forward on resume.
                 metrics={
-                    **metrics,
+                    **judgement.metrics,
                     "trained_from": _release_id(parents.trained_from),
                     "consumed_record_ids": list(batch.record_ids),
                 },
@@ -312,9 +296,7 @@ class Learner:
             )
             verdict: Verdict = "pending" if review else "published"
             self.lineage.tip_id = None  # a published (or pending) candidate ends the lineage
-            commit = self._commit(
-                step, verdict, reason, release, parents, candidate_scores, current_scores, metrics, batch.record_ids
-            )
+            commit = self._commit(step, verdict, release, parents, judgement, batch.record_ids)
             await asyncio.to_thread(self.commits.append, commit)
             await asyncio.to_thread(self.lineage.end)
             if not review:
@@ -340,17 +322,8 @@ class Learner:
         give_up = self._failures >= MAX_ATTEMPTS
         consumed = list(batch.record_ids) if give_up else []
         reason += f"; gave up on this batch after {MAX_ATTEMPTS} attempts" if give_up else "; the batch will be retried"
-        commit = self._commit(
-            step,
-            "skipped",
-            reason,
-            None,
-            NO_PARENTS,
-            [],
-            [],
-            {"batch_record_ids": list(batch.record_ids)},
-            consumed,
-        )
+        unjudged = Judgement([], [], False, reason, {"batch_record_ids": list(batch.record_ids)})
+        commit = self._commit(step, "skipped", None, NO_PARENTS, unjudged, consumed)
         self._error(step, reason)
         try:
             await asyncio.to_thread(self.commits.append, commit)
@@ -370,7 +343,7 @@ class Learner:
         if self._blocked != reason:
             self._blocked = reason
             self._error(None, reason)
-            commit = self._commit(self._step + 1, "skipped", reason, None, NO_PARENTS, [], [], {}, [])
+            commit = self._commit(self._step + 1, "skipped", None, NO_PARENTS, Judgement([], [], False, reason, {}), [])
             await asyncio.to_thread(self.commits.append, commit)
             self._step, self._last_commit = commit.step, commit
         assert self._last_commit is not None
@@ -425,23 +398,22 @@ class Learner:
         self,
         step: int,
         verdict: Verdict,
-        reason: str,
         release: Release | None,
         parents: StepParents,
-        candidate_scores: list[float],
-        current_scores: list[float],
-        metrics: dict[str, Any],
+        judgement: Judgement,
         consumed: list[str],
+        reason: str | None = None,
     ) -> Commit:
+        metrics = judgement.metrics
         return Commit(
             scenario=self.scenario,
             step=step,
             verdict=verdict,
-            reason=reason,
+            reason=judgement.reason if reason is None else reason,
             release_id=_release_id(release),
             parent_release_id=_release_id(parents.head),
-            candidate_scores=list(candidate_scores),
-            current_scores=list(current_scores),
+            candidate_scores=list(judgement.candidate_scores),
+            current_scores=list(judgement.current_scores),
             # Every judged step says what the lineage is afterwards: a resume trusts only the tip it names.
             metrics=metrics if verdict == "skipped" else {**metrics, "lineage": self.lineage.tip_id},
             consumed_record_ids=list(consumed),
@@ -481,3 +453,18 @@ class Learner:
 
 def _release_id(release: Release | None) -> str | None:
     return release.release_id if release is not None else None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Judgement:
+    """A candidate's paired scores, the policy's verdict and why, and the metrics its commit carries."""
+
+    candidate_scores: list[float]
+    current_scores: list[float]
+    accepted: bool
+    reason: str
+    metrics: dict[str, Any]
+
+    def judged(self) -> bool:
+        """Whether there are paired scores to judge by (not when the evaluation failed)."""
+        return bool(self.candidate_scores) and len(self.candidate_scores) == len(self.current_scores)

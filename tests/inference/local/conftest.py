@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from reef.core.settings import InferenceSettings
+from reef.inference.local.engine import LocalEngine
 
 MODEL_CACHE_DIR = Path(os.environ.get("REEF_TEST_MODEL_CACHE", "~/.cache/reef/models")).expanduser()
 
@@ -37,3 +40,12 @@ def tokenizer(model_dir: Path):
     from transformers import AutoTokenizer
 
     return AutoTokenizer.from_pretrained(model_dir)
+
+
+@pytest.fixture(scope="module")
+def engine(local_settings: InferenceSettings) -> Iterator[LocalEngine]:
+    """A started local engine, one per test module (so adapters loaded in one module never leak into another)."""
+    engine = LocalEngine(local_settings)
+    asyncio.run(engine.start())
+    yield engine
+    asyncio.run(engine.aclose())

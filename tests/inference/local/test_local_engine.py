@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import Iterator
 
 import orjson
 import pytest
 
 from reef.core.errors import BadRequest, Unavailable
 from reef.core.scenarios import Dialect
-from reef.core.settings import InferenceSettings
 from reef.inference.base import RequestContext
 from reef.inference.local import LocalEngine
 from reef.inference.sse import parse_event
@@ -24,14 +22,6 @@ CTX = RequestContext(scenario="geo")
 
 def chat(question: str = QUESTION, **extra) -> dict:
     return {"model": "smollm2", "messages": [{"role": "user", "content": question}], "temperature": 0, **extra}
-
-
-@pytest.fixture(scope="module")
-def engine(local_settings: InferenceSettings) -> Iterator[LocalEngine]:
-    engine = LocalEngine(local_settings)
-    asyncio.run(engine.start())
-    yield engine
-    asyncio.run(engine.aclose())
 
 
 async def test_a_greedy_chat_request_answers_paris_with_usage_and_token_capture(engine, tokenizer):

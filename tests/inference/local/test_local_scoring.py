@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -14,7 +12,7 @@ from reef.core.releases import Release
 from reef.core.scenarios import Dialect
 from reef.core.settings import InferenceSettings
 from reef.inference.base import RequestContext
-from reef.inference.local import LocalEngine, load_base_model, render_prompt_ids
+from reef.inference.local import load_base_model, render_prompt_ids
 from reef.inference.upstream import UpstreamEngine
 
 pytestmark = pytest.mark.model
@@ -41,14 +39,6 @@ def release(scenario: str, release_id: str) -> Release:
 def max_gap(left: list[float], right: list[float]) -> float:
     assert len(left) == len(right)
     return max(abs(a - b) for a, b in zip(left, right, strict=True))
-
-
-@pytest.fixture(scope="module")
-def engine(local_settings: InferenceSettings) -> Iterator[LocalEngine]:
-    engine = LocalEngine(local_settings)
-    asyncio.run(engine.start())
-    yield engine
-    asyncio.run(engine.aclose())
 
 
 @pytest.fixture(scope="module")
