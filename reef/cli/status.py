@@ -43,18 +43,26 @@ def run_status(args: argparse.Namespace) -> int:
         print(json.dumps(status, indent=2))
         return 0
     table = Table(title=f"Reef {status.get('version', '')} at {args.url}")
-    for column in ("scenario", "step", "buffered", "job", "last verdict", "current release", "errors"):
+    for column in ("scenario", "step", "ready", "job", "gate", "last verdict", "current release", "errors"):
         table.add_column(column)
+    waiting = []
     for name, state in sorted((status.get("scenarios") or {}).items()):
         last = state.get("last_commit") or {}
+        gate = state.get("gate") or {}
+        if gate.get("waiting"):
+            waiting.append(f"{name}: {gate['waiting']}")
         table.add_row(
             name,
             str(state.get("step", "")),
-            str(state.get("buffered_samples", "")),
-            str(state.get("job_state", "")),
+            f"{state.get('ready', '')}/{state.get('batch_size', '')}" if "ready" in state else "",
+            str((state.get("job") or {}).get("state", "")),
+            f"{gate.get('source')} ({gate.get('tasks')})" if gate else "",
             str(last.get("verdict", "")),
             str(state.get("current_release_id") or "")[:12],
             str(len(state.get("errors") or [])),
         )
-    Console().print(table)
+    console = Console()
+    console.print(table)
+    for line in waiting:
+        console.print(f"waiting: {line}")
     return 0

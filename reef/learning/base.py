@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import abc
 import dataclasses
+import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar, Literal
@@ -107,11 +108,24 @@ class Selector(abc.ABC):
         """(accepted, human-readable reason)."""
 
     def lost(self, candidate: Sequence[float], current: Sequence[float]) -> bool:
-        """Whether a candidate that was not accepted did worse than the current release (then it is dropped;
-        one that did not lose stays the tip of the working lineage). By default: a lower mean score."""
-        if not candidate or len(candidate) != len(current):
-            return True
-        return sum(candidate) / len(candidate) < sum(current) / len(current)
+        """Whether a candidate that was not accepted did worse than the current release (then it is dropped; one
+        that did not lose stays the tip of the working lineage). By default: its paired differences average more
+        than one standard error below zero — a difference within the gate's own noise is a tie."""
+        return significantly_worse(candidate, current)
+
+
+def significantly_worse(candidate: Sequence[float], current: Sequence[float]) -> bool:
+    """mean(d) < −se(d) for the paired differences d = candidate − current (any d < 0 when there is only one);
+    unpaired or empty vectors count as worse."""
+    if not candidate or len(candidate) != len(current):
+        return True
+    differences = [c - k for c, k in zip(candidate, current, strict=True)]
+    mean = sum(differences) / len(differences)
+    if len(differences) == 1:
+        return mean < 0
+    variance = sum((d - mean) ** 2 for d in differences) / (len(differences) - 1)
+    # The tolerance keeps an exact one-standard-error loss (one task of n lost, none won) a tie despite rounding.
+    return mean < -math.sqrt(variance / len(differences)) - 1e-9
 
 
 class Recipe(abc.ABC):

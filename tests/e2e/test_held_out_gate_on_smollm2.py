@@ -3,6 +3,9 @@ demonstrations (`sft`, scored by `f1`) and scored rollouts (`rl`, the ranking ga
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -87,6 +90,11 @@ def test_sft_with_no_tasks_gates_on_held_out_demonstrations(state: Path) -> None
         assert commit["metrics"]["tasks"] == 4 and commit["verdict"] in ("published", "kept", "rejected")
         assert set(commit["consumed_record_ids"]) >= set(trained)
         assert set(held) <= _unconsumed(client)
+        shown = subprocess.run(
+            [sys.executable, "-m", "reef.cli.main", "status", "--url", server.url],
+            capture_output=True, text=True, timeout=60, env={**os.environ, "COLUMNS": "200"},
+        )  # fmt: skip
+        assert shown.returncode == 0 and "held_out (4)" in shown.stdout, shown.stdout + shown.stderr
 
 
 def test_rl_with_no_tasks_gates_on_how_held_out_rollouts_are_ranked(state: Path) -> None:

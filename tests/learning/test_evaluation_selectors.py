@@ -53,3 +53,16 @@ def test_an_unknown_policy_is_refused_naming_the_setting():
     assert refused.value.field == "evaluation.policy"
     with pytest.raises(BadRequest):
         load_selector("reef.core.settings:Settings", settings("x"))
+
+
+def test_a_candidate_loses_only_when_it_is_worse_by_more_than_the_gates_noise():
+    from reef.learning.base import significantly_worse
+
+    assert not significantly_worse([1, 1, 0, 0], [1, 1, 0, 0])  # a tie
+    assert not significantly_worse([0.5, 0.6, 0.4], [0.5, 0.7, 0.4])  # within one standard error
+    assert significantly_worse([0, 0, 0, 0], [1, 1, 0, 0])
+    assert not significantly_worse([0] + [1] * 13, [1] * 14)  # one task of 14 lost: within noise
+    assert significantly_worse([0, 0, 0] + [1] * 11, [1] * 14)
+    assert significantly_worse([0.2], [0.3]) and not significantly_worse([0.3], [0.3])
+    assert significantly_worse([], []) and significantly_worse([1.0], [1.0, 0.0])
+    assert ScoreComparison().lost([0, 0, 0, 0], [1, 1, 0, 0]) and not MeanImprovement().lost([1, 0], [0, 1])

@@ -35,11 +35,6 @@ class ScoreComparison(Selector):
         relation = ">" if accepted else "<="
         return accepted, f"wins {wins} - losses {losses} = {wins - losses} {relation} margin {self.margin:g}"
 
-    def lost(self, candidate: Sequence[float], current: Sequence[float]) -> bool:
-        _check_paired(candidate, current)
-        wins, losses = wins_and_losses(candidate, current)
-        return wins < losses
-
 
 class MeanImprovement(Selector):
     """Accept when the candidate's mean score beats the current one's by more than `margin`."""
