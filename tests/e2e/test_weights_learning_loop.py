@@ -46,8 +46,12 @@ def state(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def tasks(state: Path) -> Path:
     path = state / "heldout.jsonl"
-    task = {"messages": [{"role": "user", "content": FRANCE}], "checker": "contains", "answer": "Paris"}
-    path.write_text(json.dumps(task) + "\n")
+    # The base answers "The capital of France is Paris.": right by `contains`, not by `exact`. So a candidate taught
+    # "Paris" wins (the exact task) and one taught "Banana" loses three tasks, past the gate's noise.
+    messages = [{"role": "user", "content": FRANCE}]
+    rows = [{"messages": messages, "checker": "exact", "answer": "Paris"}]
+    rows += [{"id": f"contains-{n}", "messages": messages, "checker": "contains", "answer": "Paris"} for n in range(3)]
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
     return path
 
 

@@ -181,7 +181,7 @@ async def test_status_shows_step_buffer_verdict_scores_and_serving_release(tmp_p
     assert status["recipe"] == "demo" and status["learning"]["mode"] == "manual"
     assert entry["current_release_id"] == world.engine.active_release_id("math")
     assert entry["job"] == {"state": "idle"}
-    assert entry["last_commit"]["verdict"] in ("published", "rejected")
+    assert entry["last_commit"]["verdict"] in ("published", "kept", "rejected")
     assert entry["last_commit"]["step"] == commit["step"] + 1
     assert entry["recent_losses"][:2] == [1.0, 0.5]
     assert set(entry) >= {"step", "ready", "batch_size", "errors", "blocked", "mode"}
