@@ -5,11 +5,8 @@ evaluate it paired against the serving release on the gate's tasks → select �
 head; pending under review) → append the commit log (the commit point) → activate in the engine → mark the
 batch's records consumed → acknowledge the batch.
 
-The working lineage: a candidate that is not accepted but did not lose (a tie: the first steps often change no
-answer yet) is kept (verdict `kept`) as the lineage's tip, stored in the release repository unserved, and the
-next step trains from it, so no step's learning is thrown away; a candidate that loses is dropped (`rejected`)
-and the lineage returns to the serving release; an accepted one is published and the lineage starts again from
-it. A lineage belongs to the serving release it grew from: a rollback or a promote starts a new one.
+A candidate that ties (see `judgement`) is kept as the tip of the working lineage (see `lineage`) and the next
+step trains from it; one that loses is dropped and the lineage returns to the serving release.
 
 A crash before the commit log leaves the old release serving and the batch unconsumed, so it is retried; a
 crash after it is repaired on resume (see `recovery`). A rejected candidate
@@ -22,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
-import dataclasses
 import logging
 import shutil
 import tempfile
@@ -41,6 +37,7 @@ from reef.learning.evaluation.selectors import Always
 from reef.learning.evaluation.tasks import GateTasks
 from reef.learning.gate import GateSources, ScenarioGate
 from reef.learning.growth import Candidate, GrowContext, grow
+from reef.learning.judgement import Judgement, judge, release_id_of, unjudged
 from reef.learning.lineage import NO_PARENTS, StepParents, WorkingLineage
 from reef.learning.recovery import feed_new, resume
 from reef.releases.base import CommitLog, ReleaseStore
@@ -136,7 +133,7 @@ class Learner:
             assert self._processor is not None
             if self._processor.ready() == 0:
                 return None
-            blocker = self._evaluation_blocker()
+            blocker = self.gate.blocker(self._processor)
             if blocker is not None:
                 return await self._block(blocker)
             self._blocked = None
@@ -159,7 +156,7 @@ class Learner:
             try:
                 await self._pull()
                 assert self._processor is not None
-                still_blocked = self._blocked is not None and self._evaluation_blocker() is not None
+                still_blocked = self._blocked is not None and self.gate.blocker(self._processor) is not None
                 # A processor may count units coarser than samples (grpo: whole groups); it says how many make a batch.
                 needed = getattr(self._processor, "units_per_batch", batch_size)
                 if self._processor.ready() >= needed and not still_blocked and await self.step() is not None:
@@ -212,29 +209,34 @@ class Learner:
         parents = await asyncio.to_thread(self.lineage.parents, head)
         trained_from = parents.trained_from
         parent_dir = await asyncio.to_thread(self.releases.materialize, trained_from) if trained_from else None
-        self._job["trained_from"] = _release_id(trained_from)
+        self._job["trained_from"] = release_id_of(trained_from)
         ctx = GrowContext(
             self.scenario, step, work_dir, self.settings, self.engine, self.records, trained_from, self._progress
         )
         candidate = await grow(self.recipe, batch, parent_dir, ctx, self._backend_factory)
         self._job["state"] = "evaluating"
-        judgement = await self._judge(candidate, head)
-        if judgement.accepted:
+        if self.gate.uses_tasks and not self.gate_tasks().size():  # only a policy that always accepts gets here
+            judgement = Judgement([], [], "accepted", "no gate tasks; policy always accepts", dict(candidate.metrics))
+        else:
+            judgement = await judge(
+                self.evaluator, self.selector, self.scenario, candidate.path, candidate.metrics, head
+            )
+        if judgement.outcome == "accepted":
             log.info("learner %s: step %d accepted: %s", self.scenario, step, judgement.reason)
             self._job["state"] = "publishing"
             return await self._publish(step, batch, candidate, parents, judgement)
-        judged = judgement.judged()
-        if judged and head is not None and not self.selector.lost(judgement.candidate_scores, judgement.current_scores):
+        if judgement.outcome == "tie" and head is not None:
             log.info("learner %s: step %d kept as the lineage's tip: %s", self.scenario, step, judgement.reason)
             return await self._keep(step, batch, candidate, parents, judgement)
         log.info("learner %s: step %d rejected: %s", self.scenario, step, judgement.reason)
         # A candidate that lost is dropped and the lineage returns to the serving release; one that could not be
         # judged (the evaluation failed) leaves the lineage as it was.
-        if judged:
+        lost = judgement.outcome != "failed"
+        if lost:
             self.lineage.tip_id = None
         commit = self._commit(step, "rejected", None, parents, judgement, batch.record_ids)
         await asyncio.to_thread(self.commits.append, commit)
-        if judged:
+        if lost:
             await asyncio.to_thread(self.lineage.end)
         return commit
 
@@ -249,23 +251,6 @@ class Learner:
         commit = self._commit(step, "kept", tip, parents, judgement, batch.record_ids, reason)
         await asyncio.to_thread(self.commits.append, commit)
         return commit
-
-    async def _judge(self, candidate: Candidate, head: Release | None) -> Judgement:
-        """Evaluate and select; any exception fails closed (rejects)."""
-        if self.gate.uses_tasks and not self.gate_tasks().size():
-            return Judgement([], [], True, "no gate tasks; policy always accepts", dict(candidate.metrics))
-        candidate_scores: list[float] = []
-        current_scores: list[float] = []
-        try:
-            candidate_scores, current_scores = await self.evaluator.paired_scores(
-                self.scenario, candidate.path, _release_id(head)
-            )
-            accepted, reason = self.selector.accept(candidate_scores, current_scores)
-        except Exception as exc:
-            log.exception("learner %s: evaluation failed", self.scenario)
-            accepted, reason = False, f"evaluation failed, rejected: {type(exc).__name__}: {exc}"
-        metrics = {**candidate.metrics, **paired_summary(candidate_scores, current_scores)}
-        return Judgement(list(candidate_scores), list(current_scores), bool(accepted), reason, metrics)
 
     async def _publish(
         self,
@@ -289,7 +274,7 @@ class Learner:
                 # The consumed ids ride along so a crash before the commit log can be rolled forward on resume.
                 metrics={
                     **judgement.metrics,
-                    "trained_from": _release_id(parents.trained_from),
+                    "trained_from": release_id_of(parents.trained_from),
                     "consumed_record_ids": list(batch.record_ids),
                 },
                 pending=review,
@@ -322,8 +307,8 @@ class Learner:
         give_up = self._failures >= MAX_ATTEMPTS
         consumed = list(batch.record_ids) if give_up else []
         reason += f"; gave up on this batch after {MAX_ATTEMPTS} attempts" if give_up else "; the batch will be retried"
-        unjudged = Judgement([], [], False, reason, {"batch_record_ids": list(batch.record_ids)})
-        commit = self._commit(step, "skipped", None, NO_PARENTS, unjudged, consumed)
+        skipped = unjudged(reason, {"batch_record_ids": list(batch.record_ids)})
+        commit = self._commit(step, "skipped", None, NO_PARENTS, skipped, consumed)
         self._error(step, reason)
         try:
             await asyncio.to_thread(self.commits.append, commit)
@@ -343,14 +328,11 @@ class Learner:
         if self._blocked != reason:
             self._blocked = reason
             self._error(None, reason)
-            commit = self._commit(self._step + 1, "skipped", None, NO_PARENTS, Judgement([], [], False, reason, {}), [])
+            commit = self._commit(self._step + 1, "skipped", None, NO_PARENTS, unjudged(reason), [])
             await asyncio.to_thread(self.commits.append, commit)
             self._step, self._last_commit = commit.step, commit
         assert self._last_commit is not None
         return self._last_commit.to_json()
-
-    def _evaluation_blocker(self) -> str | None:
-        return self.gate.blocker(self._processor)
 
     def gate_tasks(self) -> GateTasks:
         """What the gate judges on now: the scenario's own tasks (API, file), else its held-out split."""
@@ -404,22 +386,7 @@ class Learner:
         consumed: list[str],
         reason: str | None = None,
     ) -> Commit:
-        metrics = judgement.metrics
-        return Commit(
-            scenario=self.scenario,
-            step=step,
-            verdict=verdict,
-            reason=judgement.reason if reason is None else reason,
-            release_id=_release_id(release),
-            parent_release_id=_release_id(parents.head),
-            candidate_scores=list(judgement.candidate_scores),
-            current_scores=list(judgement.current_scores),
-            # Every judged step says what the lineage is afterwards: a resume trusts only the tip it names.
-            metrics=metrics if verdict == "skipped" else {**metrics, "lineage": self.lineage.tip_id},
-            consumed_record_ids=list(consumed),
-            created_at=time.time(),
-            trained_from=_release_id(parents.trained_from),
-        )
+        return judgement.commit(self.scenario, step, verdict, release, parents, consumed, self.lineage.tip_id, reason)
 
     def status(self) -> dict[str, Any]:
         """Step, buffered units, the job in flight, the last verdict with its scores, recent errors."""
@@ -449,22 +416,3 @@ class Learner:
             "consecutive_failures": self._failures,
             "errors": list(self._errors),
         }
-
-
-def _release_id(release: Release | None) -> str | None:
-    return release.release_id if release is not None else None
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Judgement:
-    """A candidate's paired scores, the policy's verdict and why, and the metrics its commit carries."""
-
-    candidate_scores: list[float]
-    current_scores: list[float]
-    accepted: bool
-    reason: str
-    metrics: dict[str, Any]
-
-    def judged(self) -> bool:
-        """Whether there are paired scores to judge by (not when the evaluation failed)."""
-        return bool(self.candidate_scores) and len(self.candidate_scores) == len(self.current_scores)
