@@ -3,12 +3,8 @@
 Layout: `refs/reef/scenarios/<scenario>/head` is the serving release; `refs/reef/pending/<scenario>/<id>` keeps
 pending (review-mode) releases stored but unserved; `refs/reef/lineage/<scenario>` is the tip of the working
 lineage (a candidate that tied its gate, stored unserved and unlisted, which the next step trains from);
-`refs/reef/archive/<scenario>-<stamp>/…` keeps the refs of a deleted scenario. Each release is one commit whose
-tree holds the full content plus `reef-release.json`
-(every Release field except its own id, which is the commit id) and, with LFS, a `.gitattributes`.
-
-Commits are built with plumbing only (hash-object, a temporary index, write-tree, commit-tree): the bare
-repository never has a working tree. The head moves by compare-and-swap (`update-ref <ref> <new> <old>`, or
+`refs/reef/archive/<scenario>-<stamp>/…` keeps the refs of a deleted scenario. Each release is one commit, written
+with plumbing only (`git_objects`). The head moves by compare-and-swap (`update-ref <ref> <new> <old>`, or
 `push --force-with-lease=<ref>:<old>` to a remote), so of two publishers on the same parent exactly one wins,
 and a publish killed at any point leaves the head on the old or the new release. With a remote repository,
 `work_dir/mirror.git` is a local bare mirror: fetched before each read, objects pushed before the ref.
@@ -20,7 +16,6 @@ import json
 import os
 import re
 import signal
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -33,11 +28,11 @@ from reef.core.releases import Release, ReleaseOperation
 from reef.core.scenarios import validate_scenario_name
 from reef.releases import names
 from reef.releases.base import ReleaseStore
-from reef.releases.content import ATTRIBUTES_NAME, MANIFEST_NAME, ContentFile, content_id, scan_content
+from reef.releases.content import MANIFEST_NAME, scan_content
 from reef.releases.git_command import ZERO_ID, GitError, GitRepository
-from reef.releases.lfs import ATTRIBUTES, LfsObjects, is_weight_file, lfs_installed, pointer
+from reef.releases.git_objects import commit_tree, manifest_bytes, new_manifest, release_of, write_tree
+from reef.releases.lfs import LfsObjects, lfs_installed
 from reef.releases.materialize import materialize_commit
-from reef.releases.messages import commit_message
 
 FAULT_ENV = "REEF_RELEASES_FAULT"  # names a publish stage at which the process SIGKILLs itself (crash tests)
 _RELEASE_ID = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
@@ -193,22 +188,11 @@ class GitReleaseStore(ReleaseStore):
     ) -> tuple[str, dict[str, Any]]:
         """Write the objects of a release (its commit included) without moving any ref."""
         files = scan_content(Path(content))
-        manifest = {
-            "format": 1,
-            "scenario": scenario,
-            "parent_release_id": parent_release_id,
-            "content_id": content_id(files),
-            "operation": operation,
-            "step": step,
-            "recipe": recipe,
-            "metrics": metrics or {},
-            "created_at": time.time(),
-            "pending": pending,
-            **({"lineage": True} if lineage else {}),
-            "files": {},
-        }
-        tree_id, lfs_oids = self._write_tree(files, manifest)
-        commit_id = self._commit(tree_id, parent_release_id, manifest)
+        manifest = new_manifest(
+            scenario, files, parent_release_id, operation, step, recipe, metrics, pending=pending, lineage=lineage
+        )
+        tree_id, lfs_oids = write_tree(self.git, self.lfs if self.use_lfs else None, files, manifest)
+        commit_id = commit_tree(self.git, tree_id, parent_release_id, manifest)
         self._fault("objects-written")
         if self.remote and lfs_oids:
             self.git.run("lfs", "push", "--object-id", "origin", *lfs_oids)
@@ -229,11 +213,11 @@ class GitReleaseStore(ReleaseStore):
         }
         # The same tree with only the manifest replaced: no content is hashed or copied again.
         root = self.git.run("ls-tree", "-z", release_id).stdout.decode()
-        manifest_blob = self.git.text("hash-object", "-w", "--stdin", input=_manifest_bytes(manifest))
+        manifest_blob = self.git.text("hash-object", "-w", "--stdin", input=manifest_bytes(manifest))
         entries = [e for e in root.split("\0") if e and e.split("\t", 1)[1] != MANIFEST_NAME]
         entries.append(f"100644 blob {manifest_blob}\t{MANIFEST_NAME}")
         tree_id = self.git.text("mktree", "-z", input="".join(f"{e}\0" for e in entries).encode())
-        commit_id = self._commit(tree_id, current, manifest)
+        commit_id = commit_tree(self.git, tree_id, current, manifest)
         self._fault("objects-written")
         self._move_ref(names.head_ref(scenario), commit_id, current)
         self._manifests[commit_id] = manifest
@@ -301,47 +285,6 @@ class GitReleaseStore(ReleaseStore):
         return prefix
 
     # ---- internals -----------------------------------------------------------------------------------------
-    def _write_tree(self, files: Sequence[ContentFile], manifest: dict[str, Any]) -> tuple[str, Sequence[str]]:
-        """Hash every blob (weight files as LFS pointers) and build the tree in a temporary index."""
-        with tempfile.TemporaryDirectory(prefix="reef-publish-") as scratch_name:
-            scratch = Path(scratch_name)
-            sources: list[tuple[str, str, Path]] = []  # (mode, path in tree, file to hash)
-            lfs_oids: list[str] = []
-            for index, entry in enumerate(files):
-                lfs = self.use_lfs and is_weight_file(entry.path)
-                manifest["files"][entry.path] = entry.to_manifest(lfs)
-                source = entry.source
-                if lfs:
-                    self.lfs.store(entry.source, entry.sha256)
-                    lfs_oids.append(entry.sha256)
-                    source = scratch / f"pointer-{index}"
-                    source.write_bytes(pointer(entry.sha256, entry.size_bytes))
-                sources.append(("100755" if entry.executable else "100644", entry.path, source))
-            if lfs_oids:
-                (scratch / "attributes").write_bytes(ATTRIBUTES)
-                sources.append(("100644", ATTRIBUTES_NAME, scratch / "attributes"))
-            (scratch / "manifest").write_bytes(_manifest_bytes(manifest))
-            sources.append(("100644", MANIFEST_NAME, scratch / "manifest"))
-            paths = "".join(f"{source}\n" for _, _, source in sources).encode()
-            blob_ids = self.git.text("hash-object", "-w", "--no-filters", "--stdin-paths", input=paths).split()
-            index_info = "".join(
-                f"{mode} {blob}\t{path}\0" for (mode, path, _), blob in zip(sources, blob_ids, strict=True)
-            )
-            env = {"GIT_INDEX_FILE": str(scratch / "index")}
-            self.git.run("update-index", "-z", "--add", "--index-info", input=index_info.encode(), env=env)
-            return self.git.text("write-tree", env=env), lfs_oids
-
-    def _commit(self, tree_id: str, parent_id: str | None, manifest: dict[str, Any]) -> str:
-        stamp = f"{int(manifest['created_at'])} +0000"
-        parents = ["-p", parent_id] if parent_id else []
-        return self.git.text(
-            "commit-tree",
-            tree_id,
-            *parents,
-            input=commit_message(manifest).encode(),
-            env={"GIT_AUTHOR_DATE": stamp, "GIT_COMMITTER_DATE": stamp},
-        )
-
     def _move_ref(self, ref: str, new_id: str, expected_id: str | None) -> None:
         """Point `ref` at `new_id` iff it is at `expected_id` (None: iff it does not exist); else Conflict."""
         if self.remote:
@@ -393,29 +336,13 @@ class GitReleaseStore(ReleaseStore):
 
     def _release(self, commit_id: str) -> Release:
         self._load_manifests([commit_id])
-        m = self._manifests[commit_id]
-        return Release(
-            release_id=commit_id,
-            scenario=m["scenario"],
-            parent_release_id=m["parent_release_id"],
-            content_id=m["content_id"],
-            operation=m["operation"],
-            step=m["step"],
-            recipe=m["recipe"],
-            metrics=dict(m["metrics"]),
-            created_at=m["created_at"],
-            pending=m["pending"],
-        )
+        return release_of(commit_id, self._manifests[commit_id])
 
     def _fault(self, stage: str) -> None:
         if os.environ.get(FAULT_ENV) == stage:
             os.kill(os.getpid(), signal.SIGKILL)
         if self._fault_hook is not None:
             self._fault_hook(stage)
-
-
-def _manifest_bytes(manifest: dict[str, Any]) -> bytes:
-    return (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode()
 
 
 def open_release_store(repository: str, work_dir: Path) -> ReleaseStore:
