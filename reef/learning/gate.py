@@ -29,13 +29,33 @@ class GateSources:
     def __init__(self, settings: Settings, store: TaskStore | None = None) -> None:
         self.settings = settings
         self.store = store or TaskStore(Path(settings.storage.dir).expanduser() / "tasks")
+        self._from_file: dict[str, tuple[tuple[int, int] | None, list[Task]]] = {}  # scenario -> (file stat, tasks)
 
     def explicit(self, scenario: str) -> GateTasks:
         """The API's and the file's tasks of `scenario` (source `none` when there are none)."""
         given = self.store.tasks(scenario)
-        from_file = load_tasks(self.settings.evaluation.tasks, scenario)
+        from_file = self._file_tasks(scenario)
         names = [name for name, tasks in (("api", given), ("file", from_file)) if tasks]
         return GateTasks("+".join(names) or "none", given + from_file)
+
+    def _file_tasks(self, scenario: str) -> list[Task]:
+        """`evaluation.tasks` for `scenario`, read again only when the file changes (an operator may edit it)."""
+        path = self.settings.evaluation.tasks
+        if path is None:
+            return []
+        path = Path(path).expanduser()
+        if path.is_dir():
+            path = path / f"{scenario}.jsonl"
+        try:
+            stat = path.stat()
+            signature: tuple[int, int] | None = (stat.st_mtime_ns, stat.st_size)
+        except OSError:
+            signature = None
+        cached = self._from_file.get(scenario)
+        if cached is None or cached[0] != signature:
+            cached = (signature, load_tasks(self.settings.evaluation.tasks, scenario))
+            self._from_file[scenario] = cached
+        return list(cached[1])
 
     def held_out_every(self, scenario: str) -> int:
         """How sparsely a processor holds reports out for the gate: 0 when the scenario has tasks of its own."""
@@ -101,7 +121,11 @@ class ScenarioGate:
         """Why no candidate could be judged now (too little to judge on, for a policy that needs scores), or None."""
         if not self.uses_tasks or self.always_accepts:
             return None
-        gate = self.tasks(processor)
+        return self._blocker_for(self.tasks(processor))
+
+    def _blocker_for(self, gate: GateTasks) -> str | None:
+        if self.always_accepts:
+            return None
         every = self.sources.settings.evaluation.holdout_every
         split = (
             f"or send reports with a known answer or a score on a captured rollout (about one in {every} is held "
@@ -126,9 +150,11 @@ class ScenarioGate:
         """`/reef/status`'s `gate`: source, size, the split's settings and why the learner waits, if it does."""
         if not self.uses_tasks:
             return {"source": "evaluator", "tasks": None}
+        gate = self.tasks(processor)  # once: it reads the scenario's own tasks
+        own = gate.source not in ("held_out", "none")
         return {
-            **self.tasks(processor).to_json(),
-            "holdout_every": self.holdout_every(),
+            **gate.to_json(),
+            "holdout_every": 0 if own else self.sources.settings.evaluation.holdout_every,
             "holdout_min_tasks": self.sources.settings.evaluation.holdout_min_tasks,
-            "waiting": self.blocker(processor),
+            "waiting": self._blocker_for(gate),
         }

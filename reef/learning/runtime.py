@@ -304,7 +304,7 @@ class Runtime:
     def tasks(self, scenario: str) -> dict[str, Any]:
         """The API-given tasks of `scenario` and what its gate uses now."""
         self._require(scenario)
-        return {"tasks": self.gate.store.rows(scenario), "gate": self.gate_tasks_json(scenario)}
+        return {"tasks": self.gate.store.rows(scenario), "gate": self.gate_tasks(scenario).to_json()}
 
     async def add_tasks(self, scenario: str, body: bytes) -> dict[str, Any]:
         """Validate and store gate tasks given as a request body (`{"tasks": [...]}` or JSONL); BadRequest names
@@ -313,18 +313,14 @@ class Runtime:
         rows = parse_tasks_body(body, self.settings.evaluation.max_tasks_bytes)
         added = await asyncio.to_thread(self.gate.store.add, scenario, rows)
         await self._regate(scenario)
-        return {"added": len(added), "tasks": added, "gate": self.gate_tasks_json(scenario)}
+        return {"added": len(added), "tasks": added, "gate": self.gate_tasks(scenario).to_json()}
 
     async def clear_tasks(self, scenario: str) -> dict[str, Any]:
         """Forget the API-given tasks of `scenario`."""
         self._require(scenario)
         removed = await asyncio.to_thread(self.gate.store.clear, scenario)
         await self._regate(scenario)
-        return {"removed": removed, "gate": self.gate_tasks_json(scenario)}
-
-    def gate_tasks_json(self, scenario: str) -> dict[str, Any]:
-        """Where the gate of `scenario` takes its tasks from now, and how many it has."""
-        return self.gate_tasks(scenario).to_json()
+        return {"removed": removed, "gate": self.gate_tasks(scenario).to_json()}
 
     async def _regate(self, scenario: str) -> None:
         """The scenario's own tasks changed: its learner re-reads its records with the matching held-out split."""

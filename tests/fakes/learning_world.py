@@ -110,3 +110,29 @@ def make_world(
     **settings_options: Any,
 ) -> World:
     return open_world(root, make_settings(root, **settings_options), recipe_cls, backend)
+
+
+class Crash(BaseException):
+    """Stands for the process dying: no `except Exception` in the learner catches it."""
+
+
+def crash_at(stage: str) -> Any:
+    """A release store fault hook that "kills the process" at `stage`."""
+
+    def hook(where: str) -> None:
+        if where == stage:
+            raise Crash(where)
+
+    return hook
+
+
+async def started(world: World, scenario: str = "math") -> World:
+    """The world's runtime started, with `scenario` created."""
+    await world.runtime.start()
+    await world.runtime.ensure_scenario(scenario)
+    return world
+
+
+def consumed_steps(world: World, scenario: str = "math") -> dict[str, int | None]:
+    """Each record of `scenario` → the step that consumed it (None: not consumed)."""
+    return {r.agent_record_id: r.consumed_step for r in world.records.page(scenario, 0, 1000)}

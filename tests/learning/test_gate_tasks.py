@@ -12,17 +12,11 @@ from reef.core.errors import BadRequest
 from reef.core.records import Record
 from reef.learning.evaluation.holdout import is_held_out
 from tests.fakes.learning_recipe import CitingDemoRecipe
-from tests.fakes.learning_world import QUESTIONS, make_world
+from tests.fakes.learning_world import QUESTIONS, make_world, started
 from tests.fakes.training_backend import FakeTrainingBackend
 
 Q = list(QUESTIONS)
 EVERY = 4  # the default evaluation.holdout_every
-
-
-async def started(world, scenario="math"):
-    await world.runtime.start()
-    await world.runtime.ensure_scenario(scenario)
-    return world
 
 
 def report_id(held_out: bool, taken: set[str]) -> str:

@@ -6,20 +6,10 @@ import asyncio
 
 from reef.learning.learner import MAX_ATTEMPTS
 from tests.fakes.learning_recipe import FileRecipe
-from tests.fakes.learning_world import QUESTIONS, make_world
+from tests.fakes.learning_world import QUESTIONS, consumed_steps, make_world, started
 from tests.fakes.training_backend import FakeTrainingBackend
 
 Q = list(QUESTIONS)
-
-
-async def started(world, scenario="math"):
-    await world.runtime.start()
-    await world.runtime.ensure_scenario(scenario)
-    return world
-
-
-def consumed_steps(world, scenario="math"):
-    return {r.agent_record_id: r.consumed_step for r in world.records.page(scenario, 0, 1000)}
 
 
 async def test_a_batch_of_reports_produces_a_release_that_becomes_active(tmp_path):

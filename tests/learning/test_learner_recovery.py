@@ -4,32 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from tests.fakes.learning_world import QUESTIONS, make_world
+from tests.fakes.learning_world import QUESTIONS, Crash, consumed_steps, crash_at, make_world, started
 from tests.fakes.training_backend import FakeTrainingBackend
 
 Q = list(QUESTIONS)
-
-
-class Crash(BaseException):
-    """Stands for the process dying: no `except Exception` in the learner catches it."""
-
-
-async def started(world, scenario="math"):
-    await world.runtime.start()
-    await world.runtime.ensure_scenario(scenario)
-    return world
-
-
-def consumed_steps(world, scenario="math"):
-    return {r.agent_record_id: r.consumed_step for r in world.records.page(scenario, 0, 1000)}
-
-
-def crash_at(stage):
-    def hook(where):
-        if where == stage:
-            raise Crash(where)
-
-    return hook
 
 
 async def test_a_crash_after_publish_before_the_commit_log_rolls_the_commit_forward(tmp_path):

@@ -5,22 +5,12 @@ from __future__ import annotations
 import pytest
 
 from tests.fakes.dict_engine import read_answers
-from tests.fakes.learning_world import QUESTIONS, make_world
+from tests.fakes.learning_world import QUESTIONS, Crash, crash_at, make_world, started
 from tests.fakes.training_backend import FakeTrainingBackend
 
 Q = list(QUESTIONS)
 UNGATED = {f"what is {n} times {n}?": str(n * n) for n in range(1, 5)}  # prompts the gate does not ask
 U = list(UNGATED)
-
-
-class Crash(BaseException):
-    """Stands for the process dying: no `except Exception` in the learner catches it."""
-
-
-async def started(world, scenario="math"):
-    await world.runtime.start()
-    await world.runtime.ensure_scenario(scenario)
-    return world
 
 
 def head_answers(world, scenario="math"):
@@ -101,11 +91,7 @@ async def test_a_crash_after_keeping_a_tip_before_its_commit_rolls_the_step_forw
     world = await started(make_world(tmp_path))
     reports = [world.report("math", prompt, UNGATED[prompt]) for prompt in U[:2]]
 
-    def die(stage):
-        if stage == "lineage-kept":
-            raise Crash(stage)
-
-    world.runtime.release_store._fault_hook = die
+    world.runtime.release_store._fault_hook = crash_at("lineage-kept")
     with pytest.raises(Crash):
         await world.runtime.step("math")
     assert world.runtime.commits("math", -1, 10) == []

@@ -67,29 +67,23 @@ class TaskStore:
     def __init__(self, directory: Path) -> None:
         self.directory = Path(directory)
         self._lock = threading.Lock()
-        self._cache: dict[str, list[dict[str, Any]]] = {}
-        self._parsed: dict[str, tuple[list[dict[str, Any]], list[Task]]] = {}  # rows -> their tasks
+        self._cache: dict[str, tuple[list[dict[str, Any]], list[Task]]] = {}  # scenario -> (rows, their tasks)
 
     def rows(self, scenario: str) -> list[dict[str, Any]]:
         """The stored rows of `scenario`, in the order they were added."""
         with self._lock:
-            return list(self._rows(scenario))
+            return list(self._load(scenario)[0])
 
     def tasks(self, scenario: str) -> list[Task]:
         """The stored tasks of `scenario` as gate tasks (parsed once per change)."""
         with self._lock:
-            rows = self._rows(scenario)
-            parsed = self._parsed.get(scenario)
-            if parsed is None or parsed[0] is not rows:
-                parsed = (rows, [parse_task(row, str(row["id"])) for row in rows])
-                self._parsed[scenario] = parsed
-            return list(parsed[1])
+            return list(self._load(scenario)[1])
 
     def add(self, scenario: str, rows: list[tuple[str, dict[str, Any]]]) -> list[dict[str, Any]]:
         """Validate `rows` (`(where, row)`, as `parse_tasks_body` gives them) and append them; returns the stored rows
         (each with its `id`). Nothing is stored unless every row is valid and every id is new."""
         with self._lock:
-            existing = self._rows(scenario)
+            existing = self._load(scenario)[0]
             ids = {str(row["id"]) for row in existing}
             if len(existing) + len(rows) > MAX_TASKS:
                 raise BadRequest(f"a scenario holds at most {MAX_TASKS} tasks ({len(existing)} stored)", field="tasks")
@@ -107,16 +101,19 @@ class TaskStore:
     def clear(self, scenario: str) -> int:
         """Forget every stored task of `scenario`; how many there were."""
         with self._lock:
-            count = len(self._rows(scenario))
+            count = len(self._load(scenario)[0])
             self._write(scenario, [])
             return count
 
-    def _rows(self, scenario: str) -> list[dict[str, Any]]:
+    def _load(self, scenario: str) -> tuple[list[dict[str, Any]], list[Task]]:
         if scenario not in self._cache:
             path = self._path(scenario)
             text = path.read_text(encoding="utf-8") if path.exists() else ""
-            self._cache[scenario] = [row for _, row in jsonl_rows(text, f"{path.name}:")]
+            self._remember(scenario, [row for _, row in jsonl_rows(text, f"{path.name}:")])
         return self._cache[scenario]
+
+    def _remember(self, scenario: str, rows: list[dict[str, Any]]) -> None:
+        self._cache[scenario] = (rows, [parse_task(row, str(row["id"])) for row in rows])
 
     @staticmethod
     def _next_id(ids: set[str]) -> str:
@@ -147,4 +144,4 @@ class TaskStore:
             os.fsync(directory_fd)
         finally:
             os.close(directory_fd)
-        self._cache[scenario] = rows
+        self._remember(scenario, rows)
