@@ -69,7 +69,9 @@ class StorageSettings(_Section):
 
 class LearningSettings(_Section):
     recipe: str = "basic"
-    mode: Literal["auto", "manual"] = "auto"
+    # The training mode a new scenario starts in (each scenario's own is changed with POST /reef/scenarios/{s}/update):
+    # `auto` steps whenever a batch is ready, `manual` only when asked (POST /reef/train), `hybrid` both.
+    mode: Literal["auto", "manual", "hybrid"] = "auto"
     batch_size: int = Field(8, gt=0)
     review: bool = False
     poll_interval_s: float = Field(1.0, gt=0)
@@ -121,6 +123,13 @@ class HarnessSettings(_Section):
     max_parallel_episodes: int = Field(2, gt=0)
 
 
+class ObservabilitySettings(_Section):
+    # OpenTelemetry: spans per request and per learner step go to this OTLP/HTTP endpoint (e.g.
+    # http://127.0.0.1:4318); None (the default) is off and costs nothing on the hot path.
+    otlp_endpoint: str | None = None
+    service_name: str = "reef"
+
+
 class Settings(_Section):
     """Everything `reef serve` runs with."""
 
@@ -131,3 +140,4 @@ class Settings(_Section):
     training: TrainingSettings = TrainingSettings()
     evaluation: EvaluationSettings = EvaluationSettings()
     harness: HarnessSettings = HarnessSettings()
+    observability: ObservabilitySettings = ObservabilitySettings()

@@ -12,6 +12,13 @@ from reef.core.errors import PayloadTooLarge
 from reef.service.metrics import ServiceMetrics
 
 _OPEN_PATHS = frozenset({"/healthz"})
+# The console's own page and static files hold no data (it asks for the token and sends it on every data route).
+_OPEN_PREFIX = "/console"
+
+
+def _open(path: str) -> bool:
+    return path in _OPEN_PATHS or path == _OPEN_PREFIX or path.startswith(_OPEN_PREFIX + "/")
+
 _FIXED_ROUTES = frozenset(
     {
         "/v1/chat/completions",
@@ -87,7 +94,7 @@ class EdgeMiddleware:
 
         try:
             headers = scope["headers"]
-            if self.tokens and path not in _OPEN_PATHS and not self._authorized(headers):
+            if self.tokens and not _open(path) and not self._authorized(headers):
                 status_box[0] = 401
                 await _send_error(send, 401, "authentication_error", "missing or invalid token")
                 return
