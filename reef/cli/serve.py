@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import logging
 import sys
 from pathlib import Path
@@ -13,6 +14,7 @@ from rich.table import Table
 
 from reef.cli.config import ConfigError, describe_settings, load_settings, parse_overrides
 from reef.core.settings import Settings
+from reef.observability import tracing
 
 log = logging.getLogger("reef")
 
@@ -102,10 +104,22 @@ def run_serve(args: argparse.Namespace, extra: list[str]) -> int:
         return 0
     logging.basicConfig(level=settings.reef.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
+        # Before anything is opened: a tracing setting that cannot work stops the start, as any bad setting does.
+        traced = tracing.configure(settings.observability)
         app = build_app(settings)
-    except ConfigError as exc:
+    except (ConfigError, tracing.TracingError) as exc:
+        tracing.shutdown()
         print(f"reef: configuration error: {exc}", file=sys.stderr)
         return 2
+    if traced is not None:
+        log.info("tracing: spans go to %s (service.name %s)", traced.url, settings.observability.service_name)
+    try:
+        return _run_server(settings, app)
+    finally:
+        tracing.shutdown()  # the server has stopped: flush the spans still queued
+
+
+def _run_server(settings: Settings, app: Any) -> int:
     import uvicorn
 
     from reef.service.server import CoalescingHttpToolsProtocol
@@ -129,6 +143,24 @@ def run_serve(args: argparse.Namespace, extra: list[str]) -> int:
         log_level=settings.reef.log_level,
         timeout_graceful_shutdown=5,
     )
-    server = uvicorn.Server(config)
+    server = _server_class()(config)
     server.run()
     return 0 if server.started else 1
+
+
+def _server_class() -> Any:
+    import uvicorn
+
+    class FlushingServer(uvicorn.Server):
+        """uvicorn's server, flushing queued spans once the app has shut down.
+
+        On SIGTERM uvicorn shuts down gracefully and then raises the signal again, which ends the process before
+        `run()` returns: the flush has to happen inside its shutdown.
+        """
+
+        async def shutdown(self, sockets: Any = None) -> None:
+            await super().shutdown(sockets)
+            if tracing.active is not None:
+                await asyncio.to_thread(tracing.shutdown)
+
+    return FlushingServer

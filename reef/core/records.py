@@ -92,14 +92,40 @@ class Record:
         )
 
     def summary(self) -> dict[str, Any]:
-        """Metadata without the payload, as paged by `GET /reef/scenarios/{s}/records`."""
+        """Metadata without the payload, as paged by `GET /reef/scenarios/{s}/records`.
+
+        `references`, `score` and `release_id` are read from the payload: once retention evicted the body
+        (`evicted`), they are unknown and null (`references` too: an evicted report's citations are unknown, not none).
+        """
+        payload = self.payload
         return {
             "agent_record_id": self.agent_record_id,
             "scenario": self.scenario,
             "request_type": self.request_type,
             "sequence": self.sequence,
             "created_at": self.created_at,
+            "references": None if payload is None else self.references(),
+            "score": self.score(),
+            "release_id": self.release_id(),
             "content_hash": self.content_hash,
             "consumed_step": self.consumed_step,
-            "evicted": self.payload is None,
+            "evicted": payload is None,
         }
+
+    def references(self) -> list[str]:
+        """The receipts a report cites ([] for an inference, or when the body is evicted)."""
+        cited = self.payload.get("references") if self.payload is not None and self.request_type == "report" else None
+        # Imported reports are stored as given: keep only what can be a receipt.
+        return [r for r in cited if isinstance(r, str)] if isinstance(cited, list) else []
+
+    def score(self) -> float | None:
+        """A report's score (None for an inference, a report without one, or an evicted body)."""
+        score = self.payload.get("score") if self.payload is not None and self.request_type == "report" else None
+        return score if isinstance(score, int | float) and not isinstance(score, bool) else None
+
+    def release_id(self) -> str | None:
+        """The release that served an inference (None for a report, or when the body is evicted)."""
+        served = (
+            self.payload.get("release_id") if self.payload is not None and self.request_type == "inference" else None
+        )
+        return served if isinstance(served, str) else None

@@ -23,6 +23,7 @@ from reef.harness.render import write_tree
 from reef.harness.traces import TraceProcessor, is_failure, question_of
 from reef.harness.tree import HarnessTree, Node, load_tree
 from reef.learning.base import Batch, Processor, Recipe
+from reef.learning.report_schema import report_schema
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +73,9 @@ class HarnessRecipe(Recipe):
 
     def processor(self) -> Processor:
         return TraceProcessor(self.settings.learning.batch_size)
+
+    def report_schema(self) -> dict[str, Any]:
+        return report_schema(score={"minimum": 0.0, "maximum": 1.0} if self.config.get("strict_scores") else None)
 
     def validate_report(self, report: dict[str, Any]) -> None:
         score = report.get("score")

@@ -76,8 +76,8 @@ class TraceProcessor(Processor):
     def ready(self) -> int:
         return len(self._ready)
 
-    def build_batch(self) -> Batch | None:
-        if len(self._ready) < self.batch_size:
+    def build_batch(self, partial: bool = False) -> Batch | None:
+        if not self._ready or (len(self._ready) < self.batch_size and not partial):
             return None
         samples, self._ready = self._ready[: self.batch_size], self._ready[self.batch_size :]
         batch_id = "batch_" + uuid.uuid4().hex[:12]

@@ -22,6 +22,7 @@ class Batch:
     batch_id: str
     samples: list[dict[str, Any]]
     record_ids: list[str]
+    instruction: str | None = None  # an operator's words for this step (POST /reef/train text); recipes may use it
 
 
 class Processor(abc.ABC):
@@ -51,8 +52,9 @@ class Processor(abc.ABC):
         return []
 
     @abc.abstractmethod
-    def build_batch(self) -> Batch | None:
-        """Take a batch of ready units (None if not enough); it stays reserved until acknowledged."""
+    def build_batch(self, partial: bool = False) -> Batch | None:
+        """Take a batch of ready units (None if not enough; with `partial`, whatever is ready, None only if nothing
+        is); it stays reserved until acknowledged."""
 
     @abc.abstractmethod
     def acknowledge(self, batch_id: str) -> None:
@@ -136,12 +138,20 @@ class Recipe(abc.ABC):
 
     name: ClassVar[str]
     surface: ClassVar[Surface]
+    # Whether a requested step with an instruction (POST /reef/train text) can run on no ready units.
+    takes_instructions: ClassVar[bool] = False
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
 
     def validate_report(self, report: dict[str, Any]) -> None:  # noqa: B027 - optional hook
         """Raise BadRequest naming the field if a report body lacks what this recipe needs."""
+
+    def report_schema(self) -> dict[str, Any]:
+        """The JSON Schema of a report this recipe takes (as `validate_report` checks it)."""
+        from reef.learning.report_schema import REPORT_SCHEMA
+
+        return REPORT_SCHEMA
 
     def seed(self, directory: Path) -> None:  # noqa: B027 - optional hook
         """Write the content of a new scenario's base release into `directory` (nothing by default)."""

@@ -8,6 +8,11 @@ batch's records consumed → acknowledge the batch.
 A candidate that ties (see `judgement`) is kept as the tip of the working lineage (see `lineage`) and the next
 step trains from it; one that loses is dropped and the lineage returns to the serving release.
 
+How a scenario trains is its `training_mode`: `auto` steps whenever a batch is ready, `manual` only on request
+(`request_step`, from POST /reef/train: whatever is ready, with the operator's text handed to the recipe), `hybrid`
+both; `paused` starts no step at all. Both and a queued request are stored with the scenario (`RecordStore.control`),
+so a restart keeps them and runs a request that had not committed yet.
+
 A crash before the commit log leaves the old release serving and the batch unconsumed, so it is retried; a
 crash after it is repaired on resume (see `recovery`). A rejected candidate
 consumes its records too: the commit says why. A failing step writes a `skipped` commit that consumes nothing
@@ -19,15 +24,17 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import dataclasses
 import logging
 import shutil
 import tempfile
 import time
+import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from reef.core.errors import Conflict
+from reef.core.errors import BadRequest, Conflict
 from reef.core.releases import Commit, Release, Verdict
 from reef.core.settings import Settings
 from reef.inference.base import Engine
@@ -41,7 +48,7 @@ from reef.learning.judgement import Judgement, judge, release_id_of, unjudged
 from reef.learning.lineage import NO_PARENTS, StepParents, WorkingLineage
 from reef.learning.recovery import feed_new, resume
 from reef.releases.base import CommitLog, ReleaseStore
-from reef.storage.base import RecordStore
+from reef.storage.base import RecordStore, ScenarioControl
 
 log = logging.getLogger(__name__)
 
@@ -49,10 +56,11 @@ Activate = Callable[[str, Release], Awaitable[None]]
 
 MAX_ATTEMPTS = 3
 MAX_BACKOFF_S = 60.0
+TRAINING_MODES = ("auto", "manual", "hybrid")
 
 
 class Learner:
-    """Turns one scenario's records into releases, in `auto` mode (a background task) or `manual` (`step()`)."""
+    """Turns one scenario's records into releases: a background task that steps as its training mode says."""
 
     def __init__(
         self,
@@ -99,18 +107,23 @@ class Learner:
         self._job: dict[str, Any] = {"state": "idle"}
         self._losses: collections.deque[float] = collections.deque(maxlen=50)
         self._errors: collections.deque[dict[str, Any]] = collections.deque(maxlen=10)
+        self._mode: str = settings.learning.mode
+        self._paused = False
+        self._request: dict[str, Any] | None = None  # a requested step, queued or running
+        self._request_lock = asyncio.Lock()
+        self._running: dict[str, Any] | None = None  # the request the step in flight answers
 
     # ---- lifecycle -------------------------------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Resume from the stores and, in `auto` mode, start stepping in the background."""
+        """Resume from the stores (its training control included) and start the background loop."""
         try:
             await asyncio.to_thread(self._resume)
+            await asyncio.to_thread(self._resume_control)
         except Exception as exc:  # serve anyway; the loop (or the next step) retries the resume
             log.exception("learner %s: resume failed", self.scenario)
             self._error(None, f"resume failed: {type(exc).__name__}: {exc}")
-        if self.settings.learning.mode == "auto":
-            self._task = asyncio.create_task(self._run(), name=f"reef-learner-{self.scenario}")
+        self._task = asyncio.create_task(self._run(), name=f"reef-learner-{self.scenario}")
 
     async def stop(self) -> None:
         """Stop the background loop; an unacknowledged batch is retried by the next start."""
@@ -123,6 +136,111 @@ class Learner:
     def wake(self) -> None:
         """Records were appended: look for a ready batch now rather than at the next poll."""
         self._wake.set()
+
+    # ---- training control ------------------------------------------------------------------------------------
+
+    def control(self) -> dict[str, Any]:
+        """The training mode, whether learning is paused, and the requested step (queued or running) if any."""
+        request = None
+        if self._request is not None:
+            running = self._job.get("step_id") == self._request["step_id"]
+            request = {**self._request, "state": "running" if running else "queued"}
+        return {"training_mode": self._mode, "paused": self._paused, "requested": request}
+
+    async def set_control(self, training_mode: str | None = None, paused: bool | None = None) -> dict[str, Any]:
+        """Change the training mode and/or pause or resume learning (stored first, then in effect)."""
+        if training_mode is not None and training_mode not in TRAINING_MODES:
+            raise BadRequest(f"must be one of {', '.join(TRAINING_MODES)}", field="training_mode")
+        async with self._request_lock:
+            mode = training_mode if training_mode is not None else self._mode
+            now_paused = paused if paused is not None else self._paused
+            await asyncio.to_thread(self._store_control, mode, now_paused, self._request)
+            self._mode, self._paused = mode, now_paused
+        log.info("learner %s: training_mode %s%s", self.scenario, self._mode, ", paused" if self._paused else "")
+        self.wake()
+        return self.control()
+
+    async def request_step(self, text: str | None = None, release_id: str | None = None) -> dict[str, Any]:
+        """Queue one step now (POST /reef/train): it trains on what is ready, hands `text` to the recipe and, with
+        `release_id`, trains from that release; it is judged against the serving release as any step is.
+
+        Conflict while learning is paused, in training mode `auto`, while a step is queued or running, or when
+        there is nothing to train on; NotFound for an unknown release.
+        """
+        async with self._request_lock:
+            if self._paused:
+                raise Conflict(f"learning of scenario {self.scenario!r} is paused; resume it first")
+            if self._mode == "auto":
+                raise Conflict(
+                    f"scenario {self.scenario!r} has training_mode auto, which steps only on full batches; "
+                    "set training_mode to manual or hybrid to ask for steps"
+                )
+            if self._request is not None:
+                raise Conflict(f"step {self._request['step_id']} is already {self.control()['requested']['state']}")
+            if self._job["state"] != "idle":
+                raise Conflict(f"step {self._job.get('step')} of scenario {self.scenario!r} is running")
+            if release_id is not None:
+                await asyncio.to_thread(self.releases.get, self.scenario, release_id)  # NotFound names it
+            async with self._step_lock:
+                await self._pull()
+                assert self._processor is not None
+                ready = self._processor.ready()
+            if ready == 0 and not (text and self.recipe.takes_instructions):
+                raise Conflict(
+                    f"nothing to train on: scenario {self.scenario!r} has no ready units "
+                    f"(recipe {self.recipe.name} needs reports to train on)"
+                )
+            request = {
+                "step_id": f"stp_{uuid.uuid4().hex[:16]}",
+                "text": text,
+                "release_id": release_id,
+                "requested_at": time.time(),
+            }
+            await asyncio.to_thread(self._store_control, self._mode, self._paused, request)
+            self._request = request
+        log.info("learner %s: step %s requested", self.scenario, request["step_id"])
+        self.wake()
+        return {**request, "scenario": self.scenario, "state": "queued"}
+
+    def _store_control(self, mode: str, paused: bool, request: dict[str, Any] | None) -> None:
+        self.records.set_control(self.scenario, ScenarioControl(mode, paused, request))
+
+    def _resume_control(self) -> None:
+        control = self.records.control(self.scenario)
+        self._mode = control.training_mode or self.settings.learning.mode
+        self._paused = control.paused
+        self._request = control.request
+        if self._request is not None and self._request_committed(self._request["step_id"]):
+            self._request = None  # it committed, and the server stopped before forgetting it
+            self._store_control(self._mode, self._paused, None)
+
+    def _request_committed(self, step_id: str) -> bool:
+        last = self._last_commit
+        return last is not None and (last.metrics.get("request") or {}).get("step_id") == step_id
+
+    async def _requested_step(self, request: dict[str, Any]) -> None:
+        """Run a requested step to its commit, then forget the request."""
+        try:
+            async with self._step_lock:
+                await self._pull()
+                assert self._processor is not None
+                blocker = self.gate.blocker(self._processor)
+                batch = None if blocker is not None else self._processor.build_batch(partial=True)
+                text = request.get("text")
+                if batch is None and blocker is None and text and self.recipe.takes_instructions:
+                    batch = Batch(f"batch_{uuid.uuid4().hex}", [], [])
+                self._running = request
+                try:
+                    if batch is None:
+                        await self._decline(blocker or "nothing to train on: no ready units")
+                    else:
+                        await self._run_step(dataclasses.replace(batch, instruction=text))
+                finally:
+                    self._running = None
+        finally:
+            async with self._request_lock:
+                self._request = None
+                await asyncio.to_thread(self._store_control, self._mode, self._paused, None)
 
     # ---- stepping --------------------------------------------------------------------------------------------
 
@@ -154,6 +272,15 @@ class Learner:
         poll_s = self.settings.learning.poll_interval_s
         while True:
             try:
+                if self._paused:
+                    await self._sleep(poll_s)
+                    continue
+                if self._request is not None:
+                    await self._requested_step(self._request)
+                    continue
+                if self._mode == "manual":
+                    await self._sleep(poll_s)
+                    continue
                 await self._pull()
                 assert self._processor is not None
                 still_blocked = self._blocked is not None and self.gate.blocker(self._processor) is not None
@@ -187,6 +314,7 @@ class Learner:
             "samples": len(batch.samples),
             "started_at": time.time(),
             "progress": None,
+            "step_id": self._running["step_id"] if self._running is not None else None,
         }
         log.info("learner %s: step %d growing a candidate from %d samples", self.scenario, step, len(batch.samples))
         try:
@@ -207,6 +335,9 @@ class Learner:
     async def _grow_judge_commit(self, step: int, batch: Batch, work_dir: Path) -> Commit:
         head = await asyncio.to_thread(self.releases.head, self.scenario)
         parents = await asyncio.to_thread(self.lineage.parents, head)
+        asked_from = self._running.get("release_id") if self._running is not None else None
+        if asked_from is not None:  # a requested step may train from any release; it is judged against the head
+            parents = StepParents(head, await asyncio.to_thread(self.releases.get, self.scenario, asked_from))
         trained_from = parents.trained_from
         parent_dir = await asyncio.to_thread(self.releases.materialize, trained_from) if trained_from else None
         self._job["trained_from"] = release_id_of(trained_from)
@@ -327,12 +458,16 @@ class Learner:
         """Learning cannot be judged: say so once in the commit log, consume nothing, train nothing."""
         if self._blocked != reason:
             self._blocked = reason
-            self._error(None, reason)
-            commit = self._commit(self._step + 1, "skipped", None, NO_PARENTS, unjudged(reason), [])
-            await asyncio.to_thread(self.commits.append, commit)
-            self._step, self._last_commit = commit.step, commit
+            await self._decline(reason)
         assert self._last_commit is not None
         return self._last_commit.to_json()
+
+    async def _decline(self, reason: str) -> None:
+        """A `skipped` commit that trained nothing and consumes nothing, saying why."""
+        self._error(None, reason)
+        commit = self._commit(self._step + 1, "skipped", None, NO_PARENTS, unjudged(reason), [])
+        await asyncio.to_thread(self.commits.append, commit)
+        self._step, self._last_commit = commit.step, commit
 
     def gate_tasks(self) -> GateTasks:
         """What the gate judges on now: the scenario's own tasks (API, file), else its held-out split."""
@@ -386,13 +521,17 @@ class Learner:
         consumed: list[str],
         reason: str | None = None,
     ) -> Commit:
+        if self._running is not None:  # a requested step says which request it answers
+            request = {key: self._running.get(key) for key in ("step_id", "text", "release_id")}
+            judgement = dataclasses.replace(judgement, metrics={**judgement.metrics, "request": request})
         return judgement.commit(self.scenario, step, verdict, release, parents, consumed, self.lineage.tip_id, reason)
 
     def status(self) -> dict[str, Any]:
         """Step, buffered units, the job in flight, the last verdict with its scores, recent errors."""
         last = self._last_commit
         return {
-            "mode": self.settings.learning.mode,
+            "mode": self._mode,
+            **self.control(),
             "step": self._step,
             "ready": self._processor.ready() if self._processor is not None else 0,
             "batch_size": self.settings.learning.batch_size,

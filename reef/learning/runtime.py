@@ -13,7 +13,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from reef.core.errors import Conflict, NotFound
+from reef.core.errors import BadRequest, Conflict, NotFound
 from reef.core.releases import Release, ReleaseOperation
 from reef.core.settings import Settings
 from reef.inference.base import Engine, RequestContext
@@ -285,10 +285,14 @@ class Runtime:
         log.info("runtime: %s %s of %s → %s", scenario, operation, release_id, release.release_id)
         return release
 
-    def commits(self, scenario: str, after_step: int = -1, limit: int = 100) -> list[dict[str, Any]]:
-        """The learner's step log of `scenario`, ascending from `after_step`."""
+    def commits(
+        self, scenario: str, after_step: int = -1, limit: int = 100, *, record_id: str | None = None
+    ) -> list[dict[str, Any]]:
+        """The learner's step log of `scenario`, ascending from `after_step`; with `record_id`, only the step(s)
+        that consumed that record."""
         self._require(scenario)
-        return [commit.to_json() for commit in self.commit_log.list(scenario, after_step, limit)]
+        found = self.commit_log.list(scenario, after_step, limit, record_id=record_id)
+        return [commit.to_json() for commit in found]
 
     def _require(self, scenario: str) -> None:
         if scenario not in self._known and self.records.scenario(scenario) is None:
@@ -340,6 +344,50 @@ class Runtime:
             await self.ensure_scenario(scenario)
             learner = self._learners[scenario]
         return await learner.step()
+
+    # ---- training control ------------------------------------------------------------------------------------
+
+    def _learner(self, scenario: str, field: str = "x-reef-scenario") -> Learner:
+        self._require(scenario)
+        learner = self._learners.get(scenario)
+        if learner is None:
+            raise BadRequest(
+                f"scenario {scenario!r} has recipe {self.recipe.name}, which does not learn; nothing to control",
+                field=field,
+            )
+        return learner
+
+    async def update_control(
+        self, scenario: str, training_mode: str | None = None, paused: bool | None = None
+    ) -> dict[str, Any]:
+        """Set the scenario's training mode and/or pause or resume its learning (stored, kept across restarts)."""
+        learner = self._learner(scenario, field="scenario")
+        return {"scenario": scenario, **await learner.set_control(training_mode, paused)}
+
+    async def request_step(
+        self, scenario: str, text: str | None = None, release_id: str | None = None
+    ) -> dict[str, Any]:
+        """Queue a learner step of `scenario` now (see `Learner.request_step`)."""
+        return await self._learner(scenario).request_step(text, release_id)
+
+    def contract(self, scenario: str) -> dict[str, Any]:
+        """What a client needs to feed the scenario: its recipe, report schema, training control and readiness."""
+        self._require(scenario)
+        learner = self._learners.get(scenario)
+        state = learner.status() if learner is not None else {}
+        return {
+            "scenario": scenario,
+            "recipe": self.recipe.name,
+            "surface": self.recipe.surface,
+            "learns": learner is not None,
+            "report_schema": self.recipe.report_schema(),
+            "training_mode": state.get("training_mode"),
+            "paused": state.get("paused", False),
+            "requested": state.get("requested"),
+            "batch_size": self.settings.learning.batch_size,
+            "ready": state.get("ready", 0),
+            "gate": state.get("gate"),
+        }
 
     def status(self) -> dict[str, Any]:
         """Per scenario: learner step, buffered units, job state, last verdict and scores, serving release, errors."""

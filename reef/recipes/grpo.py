@@ -15,6 +15,7 @@ import statistics
 from typing import Any, ClassVar
 
 from reef.core.records import Record
+from reef.learning.report_schema import report_schema
 from reef.recipes.reports import ReportJoiningProcessor, Rollout
 from reef.recipes.rl import require_score
 from reef.recipes.weights import WeightsRecipe
@@ -75,6 +76,10 @@ class GRPORecipe(WeightsRecipe):
 
     def validate_report(self, report: dict[str, Any]) -> None:
         require_score(report)
+
+    def report_schema(self) -> dict[str, Any]:
+        # The group may come from the cited inference's `x-reef-tag-group` instead of `metadata.group`.
+        return report_schema(required=("score", "references"))
 
     def processor(self) -> GRPOProcessor:
         group_size = int(self.config()["group_size"])

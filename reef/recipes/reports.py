@@ -171,8 +171,8 @@ class ReportJoiningProcessor(Processor):
     def wanted(self) -> list[str]:
         return list(self._waiting_on)
 
-    def build_batch(self) -> Batch | None:
-        if len(self._units) < self.units_per_batch:
+    def build_batch(self, partial: bool = False) -> Batch | None:
+        if not self._units or (len(self._units) < self.units_per_batch and not partial):
             return None
         units, self._units = self._units[: self.units_per_batch], self._units[self.units_per_batch :]
         record_ids = list(dict.fromkeys([i for u in units for i in u.record_ids] + self._skipped_ids))

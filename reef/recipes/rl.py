@@ -24,6 +24,7 @@ from typing import Any, ClassVar
 
 from reef.core.errors import BadRequest
 from reef.core.records import Record
+from reef.learning.report_schema import report_schema
 from reef.recipes.reports import ReportJoiningProcessor, Rollout
 from reef.recipes.weights import WeightsRecipe
 
@@ -116,6 +117,9 @@ class RLRecipe(WeightsRecipe):
 
     def validate_report(self, report: dict[str, Any]) -> None:
         require_score(report)
+
+    def report_schema(self) -> dict[str, Any]:
+        return report_schema(required=("score", "references"))
 
     def processor(self) -> RLProcessor:
         config = self.config()

@@ -17,6 +17,7 @@ from typing import Any, ClassVar
 
 from reef.core.errors import BadRequest
 from reef.core.records import Record
+from reef.learning.report_schema import report_schema
 from reef.recipes.reports import ReportJoiningProcessor, Rollout
 from reef.recipes.weights import WeightsRecipe
 
@@ -89,6 +90,12 @@ class SFTRecipe(WeightsRecipe):
         if demonstration_of(report, from_feedback) is None:
             field = "feedback" if from_feedback else "metadata.demonstration"
             raise BadRequest("the sft recipe needs a demonstration (a non-empty string)", field=field)
+
+    def report_schema(self) -> dict[str, Any]:
+        demonstration = {"type": "string", "minLength": 1, "description": "the answer the model should have given"}
+        if self.config()["demonstration_from_feedback"]:
+            return report_schema(required=("feedback", "references"), feedback=demonstration)
+        return report_schema(required=("references",), metadata={"demonstration": demonstration})
 
     def processor(self) -> SFTProcessor:
         return SFTProcessor(self.settings.learning.batch_size, bool(self.config()["demonstration_from_feedback"]))

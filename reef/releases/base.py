@@ -81,8 +81,10 @@ class CommitLog(abc.ABC):
         """Durably append one step."""
 
     @abc.abstractmethod
-    def list(self, scenario: str, after_step: int = -1, limit: int = 100) -> list[Commit]:
-        """Steps of `scenario` with step > `after_step`, ascending."""
+    def list(
+        self, scenario: str, after_step: int = -1, limit: int = 100, *, record_id: str | None = None
+    ) -> list[Commit]:
+        """Steps of `scenario` with step > `after_step`, ascending; with `record_id`, only those that consumed it."""
 
     @abc.abstractmethod
     def last(self, scenario: str) -> Commit | None:

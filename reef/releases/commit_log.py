@@ -48,18 +48,28 @@ class FileCommitLog(CommitLog):
             finally:
                 os.close(fd)
 
-    def list(self, scenario: str, after_step: int = -1, limit: int = 100) -> list[Commit]:
+    def list(
+        self, scenario: str, after_step: int = -1, limit: int = 100, *, record_id: str | None = None
+    ) -> list[Commit]:
         path = self.path(scenario)
         found: list[Commit] = []
         if limit <= 0 or not path.exists():
             return found
+        # Lines are written by json.dumps with its default escaping, so a step that consumed `record_id` holds it
+        # as this exact JSON string: lines without it are skipped unparsed (a scan of the log, no JSON decoding).
+        needle = json.dumps(record_id).encode() if record_id is not None else b""
         with open(path, "rb") as handle:
             for raw in handle:
+                if needle not in raw:
+                    continue
                 commit = _parse(raw)
-                if commit is not None and commit.step > after_step:
-                    found.append(commit)
-                    if len(found) >= limit:
-                        break
+                if commit is None or commit.step <= after_step:
+                    continue
+                if record_id is not None and record_id not in commit.consumed_record_ids:
+                    continue
+                found.append(commit)
+                if len(found) >= limit:
+                    break
         return found
 
     def last(self, scenario: str) -> Commit | None:

@@ -1,4 +1,5 @@
-"""Pure-ASGI middleware: auth, body-size limit and request metrics (cheaper than BaseHTTPMiddleware)."""
+"""Pure-ASGI middleware: auth, body-size limit, request metrics and, when on, request spans (cheaper than
+BaseHTTPMiddleware)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ from typing import Any
 import orjson
 
 from reef.core.errors import PayloadTooLarge
+from reef.observability import tracing
+from reef.observability.tracing import RequestSpan, Tracing
 from reef.service.metrics import ServiceMetrics
 
 _OPEN_PATHS = frozenset({"/healthz"})
@@ -18,6 +21,7 @@ _OPEN_PREFIX = "/console"
 
 def _open(path: str) -> bool:
     return path in _OPEN_PATHS or path == _OPEN_PREFIX or path.startswith(_OPEN_PREFIX + "/")
+
 
 _FIXED_ROUTES = frozenset(
     {
@@ -52,8 +56,48 @@ async def _send_error(send: Any, status: int, type_: str, message: str, extra: l
     await send({"type": "http.response.body", "body": body})
 
 
+def _start_span(active: Tracing, scope: dict, label: str) -> RequestSpan:
+    """The request's server span: route, method, path and the scenario asked for (handlers add to its notes)."""
+    scenario = traceparent = tracestate = None
+    for name, value in scope["headers"]:
+        if name == b"x-reef-scenario":
+            scenario = value.decode("latin-1")
+        elif name == b"traceparent":
+            traceparent = value.decode("latin-1")
+        elif name == b"tracestate":
+            tracestate = value.decode("latin-1")
+    method = scope["method"]
+    attributes = {
+        "http.request.method": method,
+        "http.route": label,
+        "url.path": scope["path"],
+        "reef.scenario": scenario,
+    }
+    span = active.request(f"{method} {label}", attributes, traceparent, tracestate)
+    scope[tracing.SCOPE_NOTES] = span.notes
+    return span
+
+
+def _note_response(span: RequestSpan, headers: list[tuple[bytes, bytes]]) -> None:
+    for name, value in headers:
+        if name == b"x-reef-agent-record-id":
+            span.notes["reef.agent_record_id"] = value.decode("latin-1")
+        elif name == b"x-reef-release-id":
+            span.notes["reef.release_id"] = value.decode("latin-1")
+
+
+def _finish_span(span: RequestSpan, scope: dict, status: int) -> None:
+    # A framework route knows its template (`/reef/scenarios/{scenario}/records`): a better name than the label.
+    template = getattr(scope.get("route"), "path", None)
+    if isinstance(template, str):
+        span.rename(f"{scope['method']} {template}")
+        span.set_attribute("http.route", template)
+    span.finish(status)
+
+
 class EdgeMiddleware:
-    """Checks tokens (constant time, never logged), enforces `max_body_bytes`, and counts requests."""
+    """Checks tokens (constant time, never logged), enforces `max_body_bytes`, counts requests, and (when tracing
+    is on) gives each request a span."""
 
     def __init__(
         self, app: Any, tokens: list[str], max_body_bytes: int, metrics: ServiceMetrics, fast_path: Any = None
@@ -86,10 +130,15 @@ class EdgeMiddleware:
         path: str = scope["path"]
         label = route_label(path)
         status_box = [500]
+        # Tracing off costs this one check (and two `is not None` below): no span, no OpenTelemetry code.
+        # Health probes come every few seconds from every balancer: traced, they would bury the requests.
+        span = None if tracing.active is None or path == "/healthz" else _start_span(tracing.active, scope, label)
 
         async def send_counting(message: dict) -> None:
             if message["type"] == "http.response.start":
                 status_box[0] = message["status"]
+                if span is not None:
+                    _note_response(span, message["headers"])
             await send(message)
 
         try:
@@ -112,8 +161,14 @@ class EdgeMiddleware:
                 await self.fast_path(scope, self._limited(receive), send_counting)
             else:
                 await self.app(scope, self._limited(receive), send_counting)
+        except Exception as exc:
+            if span is not None:
+                span.record_exception(exc)
+            raise
         finally:
             self.metrics.observe_request(label, status_box[0], time.perf_counter() - started)
+            if span is not None:
+                _finish_span(span, scope, status_box[0])
 
     def _limited(self, receive: Any) -> Any:
         seen = [0]

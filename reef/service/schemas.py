@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator
 
 _ID_PATTERN = r"^[A-Za-z0-9._:-]{1,200}$"
 
@@ -65,3 +65,19 @@ class ScenarioCreate(_Body):
 
 class ReleaseChoice(_Body):
     release_id: str = Field(..., min_length=1, max_length=200)
+
+
+class ScenarioUpdate(_Body):
+    """`POST /reef/scenarios/{s}/update`: how the scenario trains."""
+
+    training_mode: Literal["auto", "manual", "hybrid"] | None = Field(
+        None, description="auto: steps on full batches; manual: only requested steps; hybrid: both"
+    )
+    paused: StrictBool | None = Field(None, description="true: no learner step starts until resumed")
+
+
+class TrainRequest(_Body):
+    """`POST /reef/train`: ask for one learner step now."""
+
+    text: str | None = Field(None, min_length=1, max_length=65536, description="an instruction handed to the recipe")
+    release_id: str | None = Field(None, min_length=1, max_length=200, description="train from this release")

@@ -16,6 +16,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 
 from reef.core.errors import Conflict
 from reef.core.records import Record, minted_here
+from reef.storage.citations import citations_of, cited_receipts, insert_citations
 from reef.storage.schema import record_from_row, record_row, records, sequences
 
 # Keeps `IN (...)` lists well under SQLite's and PostgreSQL's bound-parameter limits.
@@ -24,15 +25,25 @@ ID_CHUNK = 500
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class AppendWork:
-    """One caller's `append` as the writer sees it: the encoded rows (encoded by the caller, off the writer) and,
-    per row, whether this process minted its id (then nobody can have stored it: no lookup needed)."""
+    """One caller's `append` as the writer sees it: the encoded rows (encoded by the caller, off the writer),
+    per row, whether this process minted its id (then nobody can have stored it: no lookup needed), and the
+    receipts each of its reports cites, as `(report id, scenario, receipts)` (inferences cite nothing: empty)."""
 
     rows: Sequence[dict[str, Any]]
     minted: Sequence[bool]
+    cited: Sequence[tuple[str, str, tuple[str, ...]]] = ()
 
     @classmethod
     def of(cls, records: Sequence[Record]) -> AppendWork:
-        return cls(rows=[record_row(r) for r in records], minted=[minted_here(r.agent_record_id) for r in records])
+        return cls(
+            rows=[record_row(r) for r in records],
+            minted=[minted_here(r.agent_record_id) for r in records],
+            cited=tuple(
+                (r.agent_record_id, r.scenario, receipts)
+                for r in records
+                if r.request_type == "report" and (receipts := cited_receipts(r))
+            ),
+        )
 
 
 # Per record of a work: the sequence given to it now (the caller has the rest), or the record stored before.
@@ -104,6 +115,11 @@ def commit_appends(conn: sa.Connection, works: Sequence[AppendWork], thorough: b
     _assign_sequences(conn, new)
     if new:
         conn.execute(_INSERT, new)
+        cited = [
+            c for work, plan in zip(works, plans, strict=True) if not isinstance(plan, Conflict) for c in work.cited
+        ]
+        if cited:
+            insert_citations(conn, citations_of(cited, {row["agent_record_id"] for row in new}))
     sequences = {row["agent_record_id"]: row["sequence"] for row in new}
     outcomes: list[list[Stored] | Conflict] = []
     for work, plan in zip(works, plans, strict=True):

@@ -5,8 +5,9 @@ from __future__ import annotations
 import abc
 import dataclasses
 from collections.abc import Sequence
+from typing import Any
 
-from reef.core.records import Record
+from reef.core.records import Record, RequestType
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -17,6 +18,24 @@ class ScenarioInfo:
     recipe: str
     created_at: float
     archived: bool = False
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ScenarioControl:
+    """How operators set a scenario to train: its mode (None: the deployment's), paused, a requested step."""
+
+    training_mode: str | None = None
+    paused: bool = False
+    request: dict[str, Any] | None = None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class RecordCounts:
+    """A scenario's records at one moment: how many, how many of them lost their body, the last sequence."""
+
+    records: int
+    evicted: int
+    last_sequence: int
 
 
 class RecordStore(abc.ABC):
@@ -43,8 +62,30 @@ class RecordStore(abc.ABC):
         """The records with these ids that exist, by id."""
 
     @abc.abstractmethod
-    def page(self, scenario: str, after_sequence: int = 0, limit: int = 100) -> list[Record]:
-        """Records of `scenario` with sequence > `after_sequence`, ascending, at most `limit`."""
+    def page(
+        self,
+        scenario: str,
+        after_sequence: int = 0,
+        limit: int = 100,
+        *,
+        request_type: RequestType | None = None,
+        release_id: str | None = None,
+        max_body_bytes: int | None = None,
+    ) -> list[Record]:
+        """Records of `scenario` with sequence > `after_sequence`, ascending, at most `limit`.
+
+        `request_type` keeps one type; `release_id` keeps the inferences that release served (an evicted body no
+        longer says which); `max_body_bytes` ends the page at the first record that brings its bodies to that many
+        bytes (a page always holds at least one record when any follows).
+        """
+
+    @abc.abstractmethod
+    def counts(self, scenario: str) -> RecordCounts:
+        """How many records `scenario` holds, how many were evicted, and its last sequence (0: none), at once."""
+
+    @abc.abstractmethod
+    def citing(self, scenario: str, agent_record_id: str) -> list[str]:
+        """Ids of the reports of `scenario` that cite `agent_record_id`, in sequence order."""
 
     @abc.abstractmethod
     def mark_consumed(self, agent_record_ids: Sequence[str], step: int) -> None:
@@ -72,6 +113,14 @@ class RecordStore(abc.ABC):
     @abc.abstractmethod
     def archive_scenario(self, name: str) -> bool:
         """Archive the scenario (its records are kept); returns False if it was unknown."""
+
+    @abc.abstractmethod
+    def control(self, name: str) -> ScenarioControl:
+        """How the scenario is set to train (defaults when nothing was set)."""
+
+    @abc.abstractmethod
+    def set_control(self, name: str, control: ScenarioControl) -> None:
+        """Store the scenario's control durably (replacing what was there)."""
 
     @abc.abstractmethod
     def close(self) -> None:

@@ -47,6 +47,30 @@ scenarios = sa.Table(
     sa.Column("archived", sa.Boolean, nullable=False, default=False),
 )
 
+# How a scenario is trained, as operators set it (POST /reef/scenarios/{s}/update, /reef/train). A row exists only
+# once something was set; a scenario without one trains in the deployment's `learning.mode`.
+scenario_controls = sa.Table(
+    "reef_scenario_controls",
+    metadata,
+    sa.Column("name", sa.String(128), primary_key=True),
+    sa.Column("training_mode", sa.String(16), nullable=True),
+    sa.Column("paused", sa.Boolean, nullable=False, default=False),
+    # A requested step not yet committed (JSON text): a restart runs it.
+    sa.Column("request", sa.Text, nullable=True),
+    sa.Column("updated_at", sa.Float, nullable=False),
+)
+
+# Which report cites which receipt, written in the report's append transaction (and kept when its body is
+# evicted), so "who cites this inference?" is one index lookup instead of a scan of the scenario's reports.
+citations = sa.Table(
+    "reef_citations",
+    metadata,
+    sa.Column("report_id", sa.String(200), primary_key=True),
+    sa.Column("inference_id", sa.String(200), primary_key=True),
+    sa.Column("scenario", sa.String(128), nullable=False),
+    sa.Index("reef_citations_inference", "inference_id"),
+)
+
 
 def record_row(record: Record) -> dict[str, Any]:
     """The `reef_records` row for `record`, without its sequence (assigned at commit)."""

@@ -13,14 +13,16 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import orjson
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
-from reef.core.records import Record
+from reef.core.records import Record, RequestType
 from reef.storage.appends import AppendWork, chunks, commit_appends, stored_as, stored_records
-from reef.storage.base import RecordStore, ScenarioInfo
+from reef.storage.base import RecordCounts, RecordStore, ScenarioControl, ScenarioInfo
+from reef.storage.citations import backfill_citations, citing_reports
 from reef.storage.group_commit import GroupCommitWriter, WriterStats
-from reef.storage.schema import metadata, record_from_row, records, scenarios
+from reef.storage.schema import citations, metadata, record_from_row, records, scenario_controls, scenarios
 
 SQLITE_FILENAME = "records.sqlite3"
 _SCHEMA_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
@@ -32,7 +34,10 @@ class SqlRecordStore(RecordStore):
     def __init__(self, open_write_engine: Callable[[], sa.Engine], read_engine: sa.Engine) -> None:
         self._read_engine = read_engine
         with read_engine.begin() as conn:
+            indexed = sa.inspect(conn).has_table(citations.name)
             metadata.create_all(conn)
+            if not indexed:  # a store from before the citation index: fill it once
+                backfill_citations(conn)
         self._writer = GroupCommitWriter(open_write_engine, commit_appends)
 
     @property
@@ -71,15 +76,46 @@ class SqlRecordStore(RecordStore):
         with self._read_engine.connect() as conn:
             return stored_records(conn, agent_record_ids)
 
-    def page(self, scenario: str, after_sequence: int = 0, limit: int = 100) -> list[Record]:
-        query = (
-            sa.select(records)
-            .where(records.c.scenario == scenario, records.c.sequence > after_sequence)
-            .order_by(records.c.sequence)
-            .limit(max(0, limit))
-        )
-        with self._read_engine.connect() as conn:
+    def page(
+        self,
+        scenario: str,
+        after_sequence: int = 0,
+        limit: int = 100,
+        *,
+        request_type: RequestType | None = None,
+        release_id: str | None = None,
+        max_body_bytes: int | None = None,
+    ) -> list[Record]:
+        conditions = [records.c.scenario == scenario, records.c.sequence > after_sequence]
+        if request_type is not None:
+            conditions.append(records.c.request_type == request_type)
+        if release_id is not None:
+            conditions += [
+                records.c.request_type == "inference",
+                _payload_text(self.backend, "release_id") == release_id,
+            ]
+        with self._read_engine.connect() as conn:  # one read transaction: both queries see one snapshot
+            if max_body_bytes is not None:
+                last = _last_within(conn, conditions, limit, max_body_bytes)
+                if last is None:
+                    return []
+                conditions.append(records.c.sequence <= last)
+            query = sa.select(records).where(*conditions).order_by(records.c.sequence).limit(max(0, limit))
             return [record_from_row(row) for row in conn.execute(query).mappings()]
+
+    def counts(self, scenario: str) -> RecordCounts:
+        query = sa.select(
+            sa.func.count(),
+            sa.func.coalesce(sa.func.sum(sa.case((records.c.payload.is_(None), 1), else_=0)), 0),
+            sa.func.coalesce(sa.func.max(records.c.sequence), 0),
+        ).where(records.c.scenario == scenario)
+        with self._read_engine.connect() as conn:
+            total, evicted, last_sequence = conn.execute(query).one()
+        return RecordCounts(records=int(total), evicted=int(evicted), last_sequence=int(last_sequence))
+
+    def citing(self, scenario: str, agent_record_id: str) -> list[str]:
+        with self._read_engine.connect() as conn:
+            return citing_reports(conn, scenario, agent_record_id)
 
     def mark_consumed(self, agent_record_ids: Sequence[str], step: int) -> None:
         if agent_record_ids:
@@ -104,6 +140,18 @@ class SqlRecordStore(RecordStore):
 
     def archive_scenario(self, name: str) -> bool:
         return bool(self._writer.call(functools.partial(_archive_scenario, name=name)))
+
+    def control(self, name: str) -> ScenarioControl:
+        query = sa.select(scenario_controls).where(scenario_controls.c.name == name)
+        with self._read_engine.connect() as conn:
+            row = conn.execute(query).mappings().first()
+        if row is None:
+            return ScenarioControl()
+        request = orjson.loads(row["request"]) if row["request"] else None
+        return ScenarioControl(row["training_mode"], bool(row["paused"]), request)
+
+    def set_control(self, name: str, control: ScenarioControl) -> None:
+        self._writer.call(functools.partial(_set_control, name=name, control=control))
 
     def close(self) -> None:
         self._writer.close()
@@ -190,6 +238,25 @@ def _psycopg_url(url: str) -> str:
     return url
 
 
+def _payload_text(backend: str, key: str) -> sa.ColumnElement[Any]:
+    """The payload's top-level `key` as text, in SQL (NULL when absent or evicted)."""
+    if backend == "postgresql":
+        # json, not jsonb: jsonb refuses a \u0000 escape anywhere in the body; json decodes only the value read.
+        return sa.cast(records.c.payload, postgresql.JSON).op("->>")(key)
+    return sa.func.json_extract(records.c.payload, f"$.{key}")
+
+
+def _last_within(conn: sa.Connection, conditions: list[Any], limit: int, max_body_bytes: int) -> int | None:
+    """The sequence that ends a page of at most `limit` records once their bodies reach `max_body_bytes`."""
+    sizes = sa.select(records.c.sequence, records.c.body_bytes).where(*conditions).order_by(records.c.sequence)
+    last, total = None, 0
+    for sequence, body_bytes in conn.execute(sizes.limit(max(0, limit))):
+        last, total = sequence, total + body_bytes
+        if total >= max_body_bytes:
+            break
+    return last
+
+
 def _mark_consumed(conn: sa.Connection, ids: list[str], step: int) -> None:
     for chunk in chunks(ids):
         conn.execute(records.update().where(records.c.agent_record_id.in_(chunk)).values(consumed_step=step))
@@ -241,6 +308,18 @@ def _ensure_scenario(conn: sa.Connection, name: str, recipe: str) -> tuple[Scena
         conn.execute(scenarios.update().where(scenarios.c.name == name).values(archived=False, recipe=recipe))
         return ScenarioInfo(name=name, recipe=recipe, created_at=row["created_at"], archived=False), True
     return _scenario_info(row), False
+
+
+def _set_control(conn: sa.Connection, name: str, control: ScenarioControl) -> None:
+    insert = postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert
+    values = {
+        "training_mode": control.training_mode,
+        "paused": control.paused,
+        "request": orjson.dumps(control.request).decode() if control.request is not None else None,
+        "updated_at": time.time(),
+    }
+    statement = insert(scenario_controls).values(name=name, **values)
+    conn.execute(statement.on_conflict_do_update(index_elements=[scenario_controls.c.name], set_=values))
 
 
 def _scenario_info(row: sa.RowMapping) -> ScenarioInfo:

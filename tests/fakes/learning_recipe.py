@@ -39,7 +39,7 @@ class DemoProcessor(Processor):
     def ready(self) -> int:
         return len(self.units)
 
-    def build_batch(self) -> Batch | None:
+    def build_batch(self, partial: bool = False) -> Batch | None:
         if not self.units:
             return None
         taken, self.units = self.units[: self.batch_size], self.units[self.batch_size :]

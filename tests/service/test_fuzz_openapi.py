@@ -1,4 +1,8 @@
-"""Property-based fuzzing (schemathesis) of the `/reef/*` OpenAPI document finds no server error."""
+"""Property-based fuzzing (schemathesis) of the OpenAPI document finds no server error.
+
+It covers the `/reef/*` routes and the `/v1/*` ones (described by reef/service/openapi.py), the latter in front of
+the fake upstream; tests/service/test_fuzz_v1.py fuzzes `/v1/*` deeper, in every dialect pairing.
+"""
 
 from __future__ import annotations
 
@@ -12,7 +16,7 @@ import pytest
 from tests.fakes.reef_process import ReefProcess
 
 
-def test_fuzzing_the_reef_routes_finds_no_5xx(reef: ReefProcess, tmp_path: Path) -> None:
+def test_fuzzing_the_documented_routes_finds_no_5xx(reef: ReefProcess, tmp_path: Path) -> None:
     st = shutil.which("st") or str(Path(sys.executable).parent / "st")
     if not Path(st).exists():
         pytest.skip("schemathesis is not installed")
@@ -26,7 +30,7 @@ def test_fuzzing_the_reef_routes_finds_no_5xx(reef: ReefProcess, tmp_path: Path)
             "--max-examples",
             "25",
             "--include-path-regex",
-            "^/reef/",
+            "^/(reef|v1)/",
             "--header",
             "x-reef-scenario: fuzz",
             "--seed",

@@ -293,8 +293,8 @@ class Scenario:
     def _page(self, after: int) -> tuple[list[dict[str, Any]], int]:
         response = self.http.get(f"/reef/scenarios/{self.name}/records", params={"after_sequence": after})
         assert response.status_code == 200, response.text
-        page = response.json()
-        return page["records"], page["next_after_sequence"]
+        records = response.json()["records"]  # the cursor is null at the end: resume from the last row seen
+        return records, records[-1]["sequence"] if records else after
 
     def new_records(self) -> list[dict[str, Any]]:
         records, self.seen = self._page(self.seen)

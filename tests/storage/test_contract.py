@@ -11,6 +11,7 @@ import pytest
 from reef.core.errors import Conflict
 from reef.core.records import Record
 from reef.storage import RecordStore, SqlRecordStore
+from reef.storage.base import ScenarioControl
 
 from .conftest import OpenStore
 
@@ -195,6 +196,19 @@ def test_an_archived_scenario_keeps_its_records(store: RecordStore) -> None:
     store.append([record(n=1)])
     store.archive_scenario("s")
     assert len(store.page("s")) == 1
+
+
+def test_a_scenario_control_is_stored_replaced_and_survives_a_reopen(open_store: OpenStore) -> None:
+    first = open_store()
+    assert first.control("s") == ScenarioControl()  # nothing set: the deployment's mode, not paused
+    first.set_control("s", ScenarioControl("manual", False, {"step_id": "stp_1", "text": "ünïcode"}))
+    first.set_control("s", ScenarioControl("hybrid", True, {"step_id": "stp_2", "text": None}))
+    first.set_control("t", ScenarioControl(None, True))
+    first.close()
+
+    second = open_store()
+    assert second.control("s") == ScenarioControl("hybrid", True, {"step_id": "stp_2", "text": None})
+    assert second.control("t") == ScenarioControl(None, True, None)
 
 
 async def test_a_reopened_store_shows_every_acknowledged_record(open_store: OpenStore) -> None:

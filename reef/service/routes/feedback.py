@@ -49,13 +49,18 @@ def _imported(scenario: str, item: RecordImport) -> Record:
     )
 
 
+def _receipt(record: Record) -> dict[str, Any]:
+    """What an import acknowledges per record: `{agent_record_id, request_type, scenario}`, nothing more."""
+    return {"agent_record_id": record.agent_record_id, "request_type": record.request_type, "scenario": record.scenario}
+
+
 @router.post("/reef/records", summary="Import one record without calling a model")
 async def import_record(request: Request, body: RecordImport) -> dict[str, Any]:
     scenario = scenario_of(request)
     await live_scenario(request.app.state, scenario)
     stored = await request.app.state.records.append_async([_imported(scenario, body)])
     request.app.state.runtime.notify(scenario)
-    return {"agent_record_id": stored[0].agent_record_id, "scenario": scenario, "request_type": body.request_type}
+    return _receipt(stored[0])
 
 
 @router.post("/reef/records/batch", summary="Import 1-1000 records atomically")
@@ -67,7 +72,5 @@ async def import_records(request: Request, body: RecordImportBatch) -> dict[str,
     await live_scenario(request.app.state, scenario)
     stored = await request.app.state.records.append_async([_imported(scenario, item) for item in body.records])
     request.app.state.runtime.notify(scenario)
-    return {
-        "scenario": scenario,
-        "records": [{"agent_record_id": r.agent_record_id, "request_type": r.request_type} for r in stored],
-    }
+    # Each receipt names its scenario too: reef-client compares the list, key for key, with what it sent.
+    return {"scenario": scenario, "records": [_receipt(r) for r in stored]}

@@ -13,8 +13,8 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 import orjson
 from starlette.requests import Request
@@ -25,11 +25,18 @@ from reef.core.records import Record
 from reef.core.scenarios import Dialect
 from reef.inference.base import CompletionStream, RequestContext
 from reef.inference.sse import receipt_frames
+from reef.observability import tracing
 from reef.service.deps import json_object, live_scenario, release_pin_of, scenario_of, tags_of
 from reef.service.errors import reef_error_response, unexpected_error_response
 
 log = logging.getLogger("reef.service")
 _background: set[asyncio.Task] = set()
+T = TypeVar("T")
+
+
+def _upstream(notes: dict[str, Any] | None, call: Awaitable[T]) -> Awaitable[T]:
+    """The engine call, timed into the request span's notes while tracing is on (`notes` is None when off)."""
+    return call if notes is None else tracing.timed(notes, "reef.upstream_latency_s", call)
 
 
 def _inference_record(
@@ -73,10 +80,12 @@ async def _serve(state: Any, request: Request, dialect: Dialect) -> JsonBody | S
     await live_scenario(state, scenario)
     ctx: RequestContext = state.runtime.context_for(scenario, release_pin_of(request))
     tags = tags_of(request)
+    notes = request.scope.get(tracing.SCOPE_NOTES)
     if body.get("stream") is True:
-        stream = await state.engine.stream(dialect, body, ctx)
+        # For a stream the upstream latency is the time until it is open (the upstream's response head).
+        stream = await _upstream(notes, state.engine.stream(dialect, body, ctx))
         return _streaming_response(state, dialect, scenario, stream, tags, started_at)
-    completion = await state.engine.complete(dialect, body, ctx)
+    completion = await _upstream(notes, state.engine.complete(dialect, body, ctx))
     if completion.status >= 400:  # an upstream 4xx is relayed as it came, and not recorded
         return JsonBody(completion.status, completion.raw, [])
     record = _inference_record(
@@ -211,6 +220,9 @@ class StreamRelay:
             record = self.record_of()
             await _remember(self.state, record)
             recorded = True
+            notes = scope.get(tracing.SCOPE_NOTES)
+            if notes is not None:  # a stream's receipt goes in-band, not in a header the middleware sees
+                notes["reef.agent_record_id"] = record.agent_record_id
             if terminal is not None:
                 held.append(receipt_frames(self.dialect, terminal, stream.last_chunk, record.agent_record_id))
             await send_body(b"".join(held), False)

@@ -2,17 +2,28 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import AsyncIterator
 from typing import Any
 
+import orjson
 from fastapi import APIRouter, Query, Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from reef.core.errors import NotFound
+from reef.core.records import RequestType
 from reef.core.scenarios import validate_scenario_name
 from reef.service.deps import existing_scenario, live_scenario
 from reef.service.schemas import ReleaseChoice, ScenarioCreate
+from reef.storage.base import RecordStore
 
 router = APIRouter(tags=["scenarios"])
+
+# What a record or release id may look like in a query (the import routes' id rule).
+_ID_PATTERN = r"^[A-Za-z0-9._:-]{1,200}$"
+# An export page: at most this many records, ending early once their bodies reach this many bytes.
+_EXPORT_PAGE_RECORDS = 500
+_EXPORT_PAGE_BYTES = 8 * 1024 * 1024
 
 
 @router.get("/reef/scenarios", summary="List scenarios")
@@ -43,22 +54,77 @@ async def page_records(
     scenario: str,
     after_sequence: int = Query(0, ge=0),
     limit: int = Query(100, ge=1, le=1000),
+    request_type: RequestType | None = Query(None, description="only inferences or only reports"),
+    release_id: str | None = Query(None, pattern=_ID_PATTERN, description="only inferences this release served"),
 ) -> dict[str, Any]:
     existing_scenario(request, scenario)
-    records = request.app.state.records.page(scenario, after_sequence, limit)
+    # One more than asked says whether another record follows: the cursor is null exactly at the end.
+    found = request.app.state.records.page(
+        scenario, after_sequence, limit + 1, request_type=request_type, release_id=release_id
+    )
+    page = found[:limit]
     return {
-        "records": [r.summary() for r in records],
-        "next_after_sequence": records[-1].sequence if records else after_sequence,
+        "records": [r.summary() for r in page],
+        "next_after_sequence": page[-1].sequence if len(found) > limit else None,
     }
+
+
+@router.get(
+    "/reef/scenarios/{scenario}/records/export",
+    summary="Every record of the scenario as JSONL envelopes",
+    response_class=StreamingResponse,
+    responses={200: {"content": {"application/x-ndjson": {}}, "description": "one envelope per line"}},
+)
+async def export_records(request: Request, scenario: str) -> Response:
+    """Streams `{agent_record_id, request_type, payload}` lines in sequence order, as `reef-client import` reads them.
+
+    The export covers the records stored when it starts. A record whose body retention evicted is left out (it
+    cannot be imported again faithfully: its hash would change): `x-reef-export-evicted` says how many were, and
+    `x-reef-export-records` how many lines follow, so a shorter file (cut off, or evicted during the export) shows.
+    """
+    existing_scenario(request, scenario)
+    store = request.app.state.records
+    counts = await asyncio.to_thread(store.counts, scenario)
+    headers = {
+        "x-reef-export-records": str(counts.records - counts.evicted),
+        "x-reef-export-evicted": str(counts.evicted),
+        "x-reef-export-last-sequence": str(counts.last_sequence),
+    }
+    lines = _envelope_lines(store, scenario, counts.last_sequence)
+    return StreamingResponse(lines, media_type="application/x-ndjson", headers=headers)
+
+
+async def _envelope_lines(store: RecordStore, scenario: str, last_sequence: int) -> AsyncIterator[bytes]:
+    """One JSONL chunk per page of the store, through `last_sequence`; one page in memory at a time."""
+    cursor = 0
+    while cursor < last_sequence:
+        page = await asyncio.to_thread(
+            store.page, scenario, cursor, _EXPORT_PAGE_RECORDS, max_body_bytes=_EXPORT_PAGE_BYTES
+        )
+        if not page:
+            return
+        chunk = b"".join(
+            orjson.dumps({"agent_record_id": r.agent_record_id, "request_type": r.request_type, "payload": r.payload})
+            + b"\n"
+            for r in page
+            if r.payload is not None and r.sequence is not None and r.sequence <= last_sequence
+        )
+        if chunk:
+            yield chunk
+        cursor = page[-1].sequence or last_sequence
 
 
 @router.get("/reef/scenarios/{scenario}/records/{agent_record_id}", summary="One record with its payload")
 async def get_record(request: Request, scenario: str, agent_record_id: str) -> dict[str, Any]:
     existing_scenario(request, scenario)
-    record = request.app.state.records.get(agent_record_id)
+    store = request.app.state.records
+    record = store.get(agent_record_id)
     if record is None or record.scenario != scenario:
         raise NotFound(f"no record {agent_record_id!r} in scenario {scenario!r}")
-    return {**record.summary(), "payload": record.payload}
+    found = {**record.summary(), "payload": record.payload}
+    if record.request_type == "inference":
+        found["cited_by"] = store.citing(scenario, agent_record_id)
+    return found
 
 
 @router.post("/reef/scenarios/{scenario}/tasks", summary="Add gate tasks (a JSON body {tasks: [...]} or JSONL)")
@@ -108,6 +174,7 @@ async def commits(
     scenario: str,
     after_step: int = Query(-1, ge=-1),
     limit: int = Query(100, ge=1, le=1000),
+    record_id: str | None = Query(None, pattern=_ID_PATTERN, description="only the step(s) that consumed this record"),
 ) -> dict[str, Any]:
     existing_scenario(request, scenario)
-    return {"commits": request.app.state.runtime.commits(scenario, after_step, limit)}
+    return {"commits": request.app.state.runtime.commits(scenario, after_step, limit, record_id=record_id)}

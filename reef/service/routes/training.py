@@ -2,6 +2,36 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from typing import Any
+
+from fastapi import APIRouter, Request
+from starlette.responses import JSONResponse, Response
+
+from reef.core.errors import BadRequest
+from reef.service.deps import existing_scenario, scenario_of
+from reef.service.schemas import ScenarioUpdate, TrainRequest
 
 router = APIRouter(tags=["training"])
+
+
+@router.get("/reef/scenarios/{scenario}/contract", summary="What the scenario's recipe needs and how it trains")
+async def contract(request: Request, scenario: str) -> dict[str, Any]:
+    existing_scenario(request, scenario)
+    return request.app.state.runtime.contract(scenario)
+
+
+@router.post("/reef/scenarios/{scenario}/update", summary="Set the training mode, or pause / resume learning")
+async def update(request: Request, scenario: str, body: ScenarioUpdate) -> dict[str, Any]:
+    existing_scenario(request, scenario)
+    if body.training_mode is None and body.paused is None:
+        raise BadRequest("give training_mode and/or paused", field="body")
+    return await request.app.state.runtime.update_control(scenario, body.training_mode, body.paused)
+
+
+@router.post("/reef/train", status_code=202, summary="Queue a learner step now (202 with its step id)")
+async def train(request: Request, body: TrainRequest | None = None) -> Response:
+    scenario = scenario_of(request)
+    existing_scenario(request, scenario)
+    body = body or TrainRequest()
+    queued = await request.app.state.runtime.request_step(scenario, body.text, body.release_id)
+    return JSONResponse(queued, status_code=202)

@@ -1,0 +1,1 @@
+"""Observability: optional OpenTelemetry spans per HTTP request and per learner step (see `tracing`)."""
