@@ -219,7 +219,9 @@ class Learner:
         return last is not None and (last.metrics.get("request") or {}).get("step_id") == step_id
 
     async def _requested_step(self, request: dict[str, Any]) -> None:
-        """Run a requested step to its commit, then forget the request."""
+        """Run a requested step to its commit, then forget the request (a step cut short by `stop()` keeps it
+        stored, so the next start runs it)."""
+        stopping = False
         try:
             async with self._step_lock:
                 await self._pull()
@@ -237,10 +239,17 @@ class Learner:
                         await self._run_step(dataclasses.replace(batch, instruction=text))
                 finally:
                     self._running = None
+        except asyncio.CancelledError:
+            stopping = True
+            raise
         finally:
-            async with self._request_lock:
-                self._request = None
-                await asyncio.to_thread(self._store_control, self._mode, self._paused, None)
+            if not stopping:
+                await self._forget_request()
+
+    async def _forget_request(self) -> None:
+        async with self._request_lock:
+            await asyncio.to_thread(self._store_control, self._mode, self._paused, None)
+            self._request = None
 
     # ---- stepping --------------------------------------------------------------------------------------------
 
@@ -298,8 +307,10 @@ class Learner:
             await self._sleep(poll_s)
 
     async def _sleep(self, seconds: float) -> None:
-        with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(self._wake.wait(), timeout=seconds)
+        # Not `wait_for`: on 3.11 it swallows a cancel that lands as the wake-up completes, and `stop()` then hangs.
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(seconds):
+                await self._wake.wait()
         self._wake.clear()
 
     async def _run_step(self, batch: Batch) -> Commit:

@@ -101,18 +101,34 @@ async def test_mode_and_pause_survive_a_restart(tmp_path):
     await again.runtime.stop()
 
 
-async def test_a_queued_request_survives_a_restart_and_runs_once(tmp_path):
-    world = await started(make_world(tmp_path, mode="manual"))
+class Held(FileRecipe):
+    """Grows only once `release` is set: a step stays in flight until the test lets it go."""
+
+    release = asyncio.Event()
+
+    async def grow(self, batch: Batch, parent_dir: Any, ctx: Any) -> Any:
+        await Held.release.wait()
+        return await super().grow(batch, parent_dir, ctx)
+
+
+async def test_a_request_cut_short_by_a_stop_survives_the_restart_and_runs_once(tmp_path):
+    Held.release = asyncio.Event()
+    world = await started(make_world(tmp_path, Held, mode="manual"))
     world.report("math", Q[0], QUESTIONS[Q[0]])
-    await world.runtime.update_control("math", paused=True)
-    await world.runtime.update_control("math", paused=False)
-    # Queue, then stop before the loop can run it (pause right after queuing holds it).
     queued = await world.runtime.request_step("math")
+    for _ in range(400):  # until the step is growing (held)
+        if world.runtime.contract("math")["requested"]["state"] == "running":
+            break
+        await asyncio.sleep(0.05)
+    assert world.runtime.contract("math")["requested"]["state"] == "running"
+
     await world.runtime.stop()
+
+    assert world.runtime.commits("math") == []
     assert world.records.control("math").request["step_id"] == queued["step_id"]
-
+    Held.release = asyncio.Event()
+    Held.release.set()
     again = await started(world.restart())
-
     commits = await _commits_after(again, -1)
     assert [c["metrics"]["request"]["step_id"] for c in commits] == [queued["step_id"]]
     assert again.records.control("math").request is None
