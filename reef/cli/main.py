@@ -1,4 +1,4 @@
-"""The `reef` command line: serve, demo, status, releases, rollback, promote."""
+"""The `reef` command line: serve, demo, status, releases, rollback, promote, train, training."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from reef.cli.demo import add_demo_command
 from reef.cli.releases import add_release_commands
 from reef.cli.serve import add_serve_command
 from reef.cli.status import add_status_command
+from reef.cli.training import add_training_commands
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -23,6 +24,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_status_command(subparsers)
     add_demo_command(subparsers)
     add_release_commands(subparsers)
+    add_training_commands(subparsers)
     return parser
 
 

@@ -11,17 +11,11 @@ import json
 import time
 from typing import Any
 
-import httpx
 from rich.console import Console
 from rich.table import Table
 
-from reef.cli.status import add_server_flags, server_headers
-
-_TIMEOUT_S = 30.0
-
-
-class CommandError(Exception):
-    """A failure to report to the user as one line (exit status 1)."""
+from reef.cli.server_call import CommandError, call
+from reef.cli.status import add_server_flags
 
 
 def add_release_commands(subparsers: Any) -> None:
@@ -108,16 +102,4 @@ def _resolve_release_id(args: argparse.Namespace) -> str:
 
 
 def _request(args: argparse.Namespace, method: str, route: str, body: dict[str, Any] | None = None) -> Any:
-    url = f"{args.url.rstrip('/')}/reef/scenarios/{args.scenario}/{route}"
-    try:
-        response = httpx.request(method, url, json=body, headers=server_headers(args), timeout=_TIMEOUT_S)
-    except httpx.HTTPError as error:
-        raise CommandError(f"cannot reach {args.url}: {error}")
-    if response.status_code >= 400:
-        try:
-            detail = response.json()["error"]
-            message = f"{detail.get('type', 'error')}: {detail.get('message', '')}"
-        except (ValueError, KeyError, TypeError):
-            message = response.text[:500]
-        raise CommandError(f"{response.status_code} {message}")
-    return response.json()
+    return call(args, method, f"/reef/scenarios/{args.scenario}/{route}", body)
