@@ -1,9 +1,11 @@
 """Proxy + durable recording throughput: the fake upstream alone vs through Reef (SQLite, fsync'd records).
 
 Prints, for 16 concurrent connections and for one, non-streaming and streaming: req/s, p50 and p99 latency
-directly against the upstream and through Reef, and the added p50 latency. Uses `wrk` (Debian package) as the
+directly against the upstream and through Reef, and the added p50 latency. `--baseline-ref REF` measures that
+commit's build in the same run (before/after a change); `--tracing` measures this build with OpenTelemetry spans
+exported to a local OTLP receiver, and prints the cost per request. Uses `wrk` (Debian package) as the
 load generator because a Python client would eat the CPU it measures.
-Run: `.venv/bin/python benchmarks/proxy.py [--duration-s 10]`.
+Run: `.venv/bin/python benchmarks/proxy.py [--duration-s 10] [--baseline-ref REF] [--tracing]`.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
@@ -25,7 +29,10 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from reef.storage.sql import SQLITE_FILENAME  # noqa: E402
+from tests.fakes.otlp_collector import OtlpCollector  # noqa: E402
 from tests.fakes.reef_process import ReefProcess, free_port  # noqa: E402
+
+PATH = "/v1/chat/completions"
 
 LUA = """
 wrk.method = "POST"
@@ -89,47 +96,108 @@ def _records_stored(state: Path) -> int:
         return int(db.execute("SELECT count(*) FROM reef_records WHERE scenario = 'bench'").fetchone()[0])
 
 
+@contextlib.contextmanager
+def checkout(ref: str) -> Iterator[Path]:
+    """A temporary `git worktree` of this repository at `ref` (the build a variant runs), removed afterwards."""
+    root = Path(__file__).resolve().parent.parent
+    path = Path(tempfile.mkdtemp(prefix="reef-baseline-"))
+    subprocess.run(["git", "-C", str(root), "worktree", "add", "-q", "--detach", str(path), ref], check=True)
+    try:
+        yield path
+    finally:
+        subprocess.run(["git", "-C", str(root), "worktree", "remove", "--force", str(path)], check=False)
+
+
+@dataclass
+class Variant:
+    """One server to measure: this build (`cwd` None) or a checkout, with extra flags."""
+
+    name: str
+    flags: list[str] = field(default_factory=list)
+    cwd: Path | None = None
+
+
+def measure(
+    variant: Variant, upstream_port: int, loads: list[tuple[str, dict, int]], duration_s: int
+) -> tuple[list[dict[str, float]], int]:
+    """`variant` started on its own state, each load run once after a warm-up; its runs and records stored."""
+    state = Path(tempfile.mkdtemp(prefix="reef-bench-"))
+    upstream = ["--inference.upstream-url", f"http://127.0.0.1:{upstream_port}"]
+    reef = ReefProcess(state, *upstream, *variant.flags, cwd=variant.cwd).start()
+    runs, answered = [], 0
+    try:
+        for _mode, body, connections in loads:
+            answered += run_wrk(reef.url + PATH, body, 2, connections)["n"]  # warm-up: scenario, connections
+            runs.append(run_wrk(reef.url + PATH, body, duration_s, connections))
+            answered += runs[-1]["n"]
+    finally:
+        reef.stop()
+    stored = _records_stored(state)
+    shutil.rmtree(state, ignore_errors=True)
+    # wrk counts the answers it read whole; a request cut by the end of a run may be recorded too (as incomplete).
+    print(f"{variant.name}: answered {answered}, records stored {stored}", file=sys.stderr)
+    return runs, stored
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--duration-s", type=int, default=10)
     parser.add_argument("--connections", type=int, default=16)
+    parser.add_argument("--baseline-ref", help="also measure this git ref's build (e.g. a commit before a change)")
+    parser.add_argument("--tracing", action="store_true", help="also measure with OpenTelemetry spans exported")
     args = parser.parse_args()
     if not shutil.which("wrk"):
         print("wrk is required: apt-get install wrk", file=sys.stderr)
         return 2
     upstream_port = free_port()
     upstream = start_upstream(upstream_port)
-    state = Path(tempfile.mkdtemp(prefix="reef-bench-"))
-    reef = ReefProcess(state, "--inference.upstream-url", f"http://127.0.0.1:{upstream_port}").start()
-    try:
-        path = "/v1/chat/completions"
-        message = {"model": "m", "messages": [{"role": "user", "content": "hello"}]}
-        rows = []
-        answered = 0
-        for mode, body in (("non-streaming", message), ("streaming", {**message, "stream": True})):
-            answered += run_wrk(reef.url + path, body, 2, args.connections)["n"]  # warm-up: scenario, connections
-            for connections in (args.connections, 1):
-                direct = run_wrk(f"http://127.0.0.1:{upstream_port}{path}", body, args.duration_s, connections)
-                through = run_wrk(reef.url + path, body, args.duration_s, connections)
-                answered += through["n"]
-                rows.append((mode, connections, direct, through))
-        print(f"\n{args.duration_s} s per run; Reef records every request durably (SQLite, fsync'd group commits)")
-        print(f"{'mode':<15}{'conns':>6}  {'path':<10}{'req/s':>10}{'p50 ms':>10}{'p99 ms':>10}{'non-2xx':>9}")
-        for mode, connections, direct, through in rows:
-            for name, r in (("upstream", direct), ("reef", through)):
-                print(
-                    f"{mode:<15}{connections:>6}  {name:<10}{r['rps']:>10.0f}{r['p50_ms']:>10.2f}"
-                    f"{r['p99_ms']:>10.2f}{r['non_2xx']:>9}"
-                )
-            print(f"{mode:<15}{connections:>6}  {'added p50':<10}{'':>10}{through['p50_ms'] - direct['p50_ms']:>10.2f}")
-        # With N closed-loop clients every request waits for the others' turns: p50 ≈ N / throughput (Little's law).
-        print("at 16 connections the p50 is mostly queueing (≈ connections / req/s); 1 connection shows the hop itself")
-    finally:
-        reef.stop()
-        upstream.terminate()
-    # wrk counts the answers it read whole; a request cut by the end of a run may be recorded too (as incomplete).
-    print(f"answered through Reef: {answered}; records stored in scenario 'bench': {_records_stored(state)}")
-    shutil.rmtree(state, ignore_errors=True)
+    message = {"model": "m", "messages": [{"role": "user", "content": "hello"}]}
+    loads = [
+        (mode, body, connections)
+        for mode, body in (("non-streaming", message), ("streaming", {**message, "stream": True}))
+        for connections in (args.connections, 1)
+    ]
+    results: dict[str, list[dict[str, float]]] = {}
+    with contextlib.ExitStack() as stack:
+        variants = [Variant("reef")]
+        if args.tracing:
+            # A real OTLP/HTTP receiver that only counts what it gets: the exporter's work is all Reef's.
+            collector = stack.enter_context(OtlpCollector(keep_spans=False))
+            variants.append(Variant("reef+tracing", ["--observability.otlp-endpoint", collector.url]))
+        if args.baseline_ref:
+            variants.insert(
+                0, Variant(f"@{args.baseline_ref[:12]}", cwd=stack.enter_context(checkout(args.baseline_ref)))
+            )
+        try:
+            results["upstream"] = [
+                run_wrk(f"http://127.0.0.1:{upstream_port}{PATH}", body, args.duration_s, connections)
+                for _mode, body, connections in loads
+            ]
+            for variant in variants:
+                results[variant.name] = measure(variant, upstream_port, loads, args.duration_s)[0]
+        finally:
+            upstream.terminate()
+    print(f"\n{args.duration_s} s per run; Reef records every request durably (SQLite, fsync'd group commits)")
+    print(f"{'mode':<15}{'conns':>6}  {'server':<16}{'req/s':>10}{'vs reef':>9}{'p50 ms':>9}{'p99 ms':>9}"
+          f"{'+p50 ms':>9}{'non-2xx':>9}")  # fmt: skip
+    for index, (mode, _body, connections) in enumerate(loads):
+        direct, ours = results["upstream"][index], results["reef"][index]
+        for name, runs in results.items():
+            r = runs[index]
+            ratio = "" if name == "upstream" else f"{r['rps'] / ours['rps']:.2f}"
+            added = "" if name == "upstream" else f"{r['p50_ms'] - direct['p50_ms']:.2f}"
+            print(
+                f"{mode:<15}{connections:>6}  {name:<16}{r['rps']:>10.0f}{ratio:>9}{r['p50_ms']:>9.2f}"
+                f"{r['p99_ms']:>9.2f}{added:>9}{r['non_2xx']:>9}"
+            )
+        if "reef+tracing" in results and connections == 1:
+            # One connection, closed loop: the extra time per request is the difference of the mean latencies.
+            traced = results["reef+tracing"][index]
+            cost_us = (1 / traced["rps"] - 1 / ours["rps"]) * 1e6
+            print(f"{mode:<15}{connections:>6}  {'tracing cost':<16}{cost_us:>9.0f} µs per request (1 / req/s)")
+    # With N closed-loop clients every request waits for the others' turns: p50 ≈ N / throughput (Little's law).
+    print("at 16 connections the p50 is mostly queueing (≈ connections / req/s); 1 connection shows the hop itself")
+    print("'vs reef': req/s over this build's without tracing, in this run; '+p50': over the upstream alone")
     return 0
 
 

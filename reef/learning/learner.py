@@ -47,6 +47,7 @@ from reef.learning.growth import Candidate, GrowContext, grow
 from reef.learning.judgement import Judgement, judge, release_id_of, unjudged
 from reef.learning.lineage import NO_PARENTS, StepParents, WorkingLineage
 from reef.learning.recovery import feed_new, resume
+from reef.observability import tracing
 from reef.releases.base import CommitLog, ReleaseStore
 from reef.storage.base import RecordStore, ScenarioControl
 
@@ -328,41 +329,64 @@ class Learner:
             "step_id": self._running["step_id"] if self._running is not None else None,
         }
         log.info("learner %s: step %d growing a candidate from %d samples", self.scenario, step, len(batch.samples))
+        # One trace per step (when tracing is on): batch, train, evaluate and publish are its children.
+        traced = tracing.span(
+            "reef.learner.step", scenario=self.scenario, step=step, batch_id=batch.batch_id, samples=len(batch.samples)
+        )
         try:
-            try:
-                commit = await self._grow_judge_commit(step, batch, work_dir)
-            except Conflict as exc:
-                return await self._skip(step, batch, f"the head moved during the step ({exc.message})", failed=False)
-            except Exception as exc:
-                log.exception("learner %s: step %d failed", self.scenario, step)
-                return await self._skip(step, batch, f"{type(exc).__name__}: {exc}")
-            self._step, self._failures, self._last_commit = step, 0, commit
-            await self._consume(batch, step)
-            return commit
+            with traced as step_span:
+                try:
+                    commit = await self._grow_judge_commit(step, batch, work_dir)
+                except Conflict as exc:
+                    commit = await self._skip(step, batch, f"the head moved ({exc.message})", failed=False)
+                    step_span.set(verdict=commit.verdict)
+                    return commit
+                except Exception as exc:
+                    log.exception("learner %s: step %d failed", self.scenario, step)
+                    commit = await self._skip(step, batch, f"{type(exc).__name__}: {exc}")
+                    step_span.set(verdict=commit.verdict, error=f"{type(exc).__name__}: {exc}")
+                    return commit
+                self._step, self._failures, self._last_commit = step, 0, commit
+                step_span.set(verdict=commit.verdict, release_id=commit.release_id, loss=commit.metrics.get("loss"))
+                await self._consume(batch, step)
+                return commit
         finally:
             self._job = {"state": "idle"}
             shutil.rmtree(work_dir, ignore_errors=True)
 
     async def _grow_judge_commit(self, step: int, batch: Batch, work_dir: Path) -> Commit:
-        head = await asyncio.to_thread(self.releases.head, self.scenario)
-        parents = await asyncio.to_thread(self.lineage.parents, head)
-        asked_from = self._running.get("release_id") if self._running is not None else None
-        if asked_from is not None:  # a requested step may train from any release; it is judged against the head
-            parents = StepParents(head, await asyncio.to_thread(self.releases.get, self.scenario, asked_from))
-        trained_from = parents.trained_from
-        parent_dir = await asyncio.to_thread(self.releases.materialize, trained_from) if trained_from else None
+        with tracing.span("reef.learner.batch", records=len(batch.record_ids), instruction=batch.instruction):
+            head = await asyncio.to_thread(self.releases.head, self.scenario)
+            parents = await asyncio.to_thread(self.lineage.parents, head)
+            asked_from = self._running.get("release_id") if self._running is not None else None
+            if asked_from is not None:  # a requested step may train from any release; it is judged against the head
+                parents = StepParents(head, await asyncio.to_thread(self.releases.get, self.scenario, asked_from))
+            trained_from = parents.trained_from
+            parent_dir = await asyncio.to_thread(self.releases.materialize, trained_from) if trained_from else None
         self._job["trained_from"] = release_id_of(trained_from)
         ctx = GrowContext(
             self.scenario, step, work_dir, self.settings, self.engine, self.records, trained_from, self._progress
         )
-        candidate = await grow(self.recipe, batch, parent_dir, ctx, self._backend_factory)
+        with tracing.span("reef.learner.train", recipe=self.recipe.name, trained_from=release_id_of(trained_from)):
+            candidate = await grow(self.recipe, batch, parent_dir, ctx, self._backend_factory)
         self._job["state"] = "evaluating"
-        if self.gate.uses_tasks and not self.gate_tasks().size():  # only a policy that always accepts gets here
-            judgement = Judgement([], [], "accepted", "no gate tasks; policy always accepts", dict(candidate.metrics))
-        else:
-            judgement = await judge(
-                self.evaluator, self.selector, self.scenario, candidate.path, candidate.metrics, head
-            )
+        with tracing.span("reef.learner.evaluate") as evaluated:
+            if self.gate.uses_tasks and not self.gate_tasks().size():  # only a policy that always accepts gets here
+                metrics = dict(candidate.metrics)
+                judgement = Judgement([], [], "accepted", "no gate tasks; policy always accepts", metrics)
+            else:
+                judgement = await judge(
+                    self.evaluator, self.selector, self.scenario, candidate.path, candidate.metrics, head
+                )
+            evaluated.set(outcome=judgement.outcome, tasks=len(judgement.candidate_scores))
+        with tracing.span("reef.learner.publish", outcome=judgement.outcome):
+            return await self._settle(step, batch, candidate, parents, judgement)
+
+    async def _settle(
+        self, step: int, batch: Batch, candidate: Candidate, parents: StepParents, judgement: Judgement
+    ) -> Commit:
+        """The step's ending as its judgement says: published (or pending), kept as the lineage's tip, or rejected."""
+        head = parents.head
         if judgement.outcome == "accepted":
             log.info("learner %s: step %d accepted: %s", self.scenario, step, judgement.reason)
             self._job["state"] = "publishing"

@@ -22,8 +22,16 @@ def free_port() -> int:
 class ReefProcess:
     """`python -m reef.cli.main serve …` on a free port, with its state under `state_dir`."""
 
-    def __init__(self, state_dir: Path, *flags: str, port: int | None = None, env: dict[str, str] | None = None):
+    def __init__(
+        self,
+        state_dir: Path,
+        *flags: str,
+        port: int | None = None,
+        env: dict[str, str] | None = None,
+        cwd: Path | None = None,
+    ):
         self.state_dir = state_dir
+        self.cwd = cwd  # where `python -m reef.cli.main` runs: a checkout there is the `reef` it imports
         self.flags = list(flags)
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -47,7 +55,7 @@ class ReefProcess:
             *self.flags,
         ]
         self.log = open(self.log_path, "ab")  # noqa: SIM115 - closed in stop()
-        self.process = subprocess.Popen(command, stdout=self.log, stderr=subprocess.STDOUT, env=self.env)
+        self.process = subprocess.Popen(command, stdout=self.log, stderr=subprocess.STDOUT, env=self.env, cwd=self.cwd)
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.process.poll() is not None:

@@ -18,6 +18,7 @@ import pytest
 from reef.core.settings import ObservabilitySettings
 from reef.observability import tracing
 from reef.storage.sql import SQLITE_FILENAME
+from tests.fakes.learning_world import QUESTIONS, make_world, started
 from tests.fakes.otlp_collector import OtlpCollector, ReceivedSpan
 from tests.fakes.reef_process import ReefProcess
 from tests.fakes.upstream import FakeUpstream, start_fake_upstream
@@ -117,6 +118,30 @@ async def test_a_learner_step_is_one_trace_whose_children_are_batch_train_evalua
         "reef.wins": 5,
         "reef.losses": 1,
     }
+
+
+async def test_a_real_learner_step_exports_its_trace_with_the_verdict_and_phases(
+    collector: OtlpCollector, configured: tracing.Tracing, tmp_path: Path
+) -> None:
+    world = await started(make_world(tmp_path, mode="auto", batch_size=2, policy="always"))
+    for question in list(QUESTIONS)[:2]:
+        world.report("math", question, QUESTIONS[question])
+    for _ in range(400):
+        if world.runtime.commits("math") and world.runtime.status()["scenarios"]["math"]["job"]["state"] == "idle":
+            break
+        await asyncio.sleep(0.05)
+    (commit,) = world.runtime.commits("math")
+    await world.runtime.stop()
+    tracing.shutdown()
+
+    step = _named(collector.spans, "reef.learner.step")
+    assert step.attributes["reef.scenario"] == "math" and step.attributes["reef.step"] == commit["step"]
+    assert step.attributes["reef.verdict"] == "published" == commit["verdict"]
+    assert step.attributes["reef.release_id"] == commit["release_id"]
+    for name in ("reef.learner.batch", "reef.learner.train", "reef.learner.evaluate", "reef.learner.publish"):
+        child = _named(collector.spans, name)
+        assert (child.trace_id, child.parent_span_id) == (step.trace_id, step.span_id), name
+    assert _named(collector.spans, "reef.learner.evaluate").attributes["reef.outcome"] == "accepted"
 
 
 async def test_an_exception_inside_a_step_marks_the_phase_and_the_step_failed(
