@@ -15,8 +15,8 @@ from rich.console import Console
 
 from reef.cli.server_call import CommandError, call
 from reef.cli.status import add_server_flags
+from reef.learning.control import TRAINING_MODES
 
-TRAINING_MODES = ("auto", "manual", "hybrid")
 _POLL_S = 1.0
 
 

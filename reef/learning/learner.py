@@ -34,11 +34,12 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from reef.core.errors import BadRequest, Conflict
+from reef.core.errors import Conflict
 from reef.core.releases import Commit, Release, Verdict
 from reef.core.settings import Settings
 from reef.inference.base import Engine
 from reef.learning.base import Batch, Evaluator, Processor, Recipe, Selector
+from reef.learning.control import TrainingControl
 from reef.learning.evaluation.scores import paired_summary
 from reef.learning.evaluation.selectors import Always
 from reef.learning.evaluation.tasks import GateTasks
@@ -49,7 +50,7 @@ from reef.learning.lineage import NO_PARENTS, StepParents, WorkingLineage
 from reef.learning.recovery import feed_new, resume
 from reef.observability import tracing
 from reef.releases.base import CommitLog, ReleaseStore
-from reef.storage.base import RecordStore, ScenarioControl
+from reef.storage.base import RecordStore
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +58,6 @@ Activate = Callable[[str, Release], Awaitable[None]]
 
 MAX_ATTEMPTS = 3
 MAX_BACKOFF_S = 60.0
-TRAINING_MODES = ("auto", "manual", "hybrid")
 
 
 class Learner:
@@ -108,10 +108,7 @@ class Learner:
         self._job: dict[str, Any] = {"state": "idle"}
         self._losses: collections.deque[float] = collections.deque(maxlen=50)
         self._errors: collections.deque[dict[str, Any]] = collections.deque(maxlen=10)
-        self._mode: str = settings.learning.mode
-        self._paused = False
-        self._request: dict[str, Any] | None = None  # a requested step, queued or running
-        self._request_lock = asyncio.Lock()
+        self._control = TrainingControl(scenario, records, settings.learning.mode)
         self._running: dict[str, Any] | None = None  # the request the step in flight answers
 
     # ---- lifecycle -------------------------------------------------------------------------------------------
@@ -120,7 +117,7 @@ class Learner:
         """Resume from the stores (its training control included) and start the background loop."""
         try:
             await asyncio.to_thread(self._resume)
-            await asyncio.to_thread(self._resume_control)
+            await asyncio.to_thread(self._control.resume, self._request_committed)
         except Exception as exc:  # serve anyway; the loop (or the next step) retries the resume
             log.exception("learner %s: resume failed", self.scenario)
             self._error(None, f"resume failed: {type(exc).__name__}: {exc}")
@@ -142,22 +139,13 @@ class Learner:
 
     def control(self) -> dict[str, Any]:
         """The training mode, whether learning is paused, and the requested step (queued or running) if any."""
-        request = None
-        if self._request is not None:
-            running = self._job.get("step_id") == self._request["step_id"]
-            request = {**self._request, "state": "running" if running else "queued"}
-        return {"training_mode": self._mode, "paused": self._paused, "requested": request}
+        return self._control.state(self._job.get("step_id"))
 
     async def set_control(self, training_mode: str | None = None, paused: bool | None = None) -> dict[str, Any]:
         """Change the training mode and/or pause or resume learning (stored first, then in effect)."""
-        if training_mode is not None and training_mode not in TRAINING_MODES:
-            raise BadRequest(f"must be one of {', '.join(TRAINING_MODES)}", field="training_mode")
-        async with self._request_lock:
-            mode = training_mode if training_mode is not None else self._mode
-            now_paused = paused if paused is not None else self._paused
-            await asyncio.to_thread(self._store_control, mode, now_paused, self._request)
-            self._mode, self._paused = mode, now_paused
-        log.info("learner %s: training_mode %s%s", self.scenario, self._mode, ", paused" if self._paused else "")
+        await self._control.set(training_mode, paused)
+        mode, paused_now = self._control.mode, self._control.paused
+        log.info("learner %s: training_mode %s%s", self.scenario, mode, ", paused" if paused_now else "")
         self.wake()
         return self.control()
 
@@ -168,16 +156,8 @@ class Learner:
         Conflict while learning is paused, in training mode `auto`, while a step is queued or running, or when
         there is nothing to train on; NotFound for an unknown release.
         """
-        async with self._request_lock:
-            if self._paused:
-                raise Conflict(f"learning of scenario {self.scenario!r} is paused; resume it first")
-            if self._mode == "auto":
-                raise Conflict(
-                    f"scenario {self.scenario!r} has training_mode auto, which steps only on full batches; "
-                    "set training_mode to manual or hybrid to ask for steps"
-                )
-            if self._request is not None:
-                raise Conflict(f"step {self._request['step_id']} is already {self.control()['requested']['state']}")
+        async with self._control.lock:
+            self._control.check_requestable()
             if self._job["state"] != "idle":
                 raise Conflict(f"step {self._job.get('step')} of scenario {self.scenario!r} is running")
             if release_id is not None:
@@ -191,29 +171,10 @@ class Learner:
                     f"nothing to train on: scenario {self.scenario!r} has no ready units "
                     f"(recipe {self.recipe.name} needs reports to train on)"
                 )
-            request = {
-                "step_id": f"stp_{uuid.uuid4().hex[:16]}",
-                "text": text,
-                "release_id": release_id,
-                "requested_at": time.time(),
-            }
-            await asyncio.to_thread(self._store_control, self._mode, self._paused, request)
-            self._request = request
+            request = await self._control.queue(text, release_id)
         log.info("learner %s: step %s requested", self.scenario, request["step_id"])
         self.wake()
         return {**request, "scenario": self.scenario, "state": "queued"}
-
-    def _store_control(self, mode: str, paused: bool, request: dict[str, Any] | None) -> None:
-        self.records.set_control(self.scenario, ScenarioControl(mode, paused, request))
-
-    def _resume_control(self) -> None:
-        control = self.records.control(self.scenario)
-        self._mode = control.training_mode or self.settings.learning.mode
-        self._paused = control.paused
-        self._request = control.request
-        if self._request is not None and self._request_committed(self._request["step_id"]):
-            self._request = None  # it committed, and the server stopped before forgetting it
-            self._store_control(self._mode, self._paused, None)
 
     def _request_committed(self, step_id: str) -> bool:
         last = self._last_commit
@@ -245,12 +206,7 @@ class Learner:
             raise
         finally:
             if not stopping:
-                await self._forget_request()
-
-    async def _forget_request(self) -> None:
-        async with self._request_lock:
-            await asyncio.to_thread(self._store_control, self._mode, self._paused, None)
-            self._request = None
+                await self._control.forget()
 
     # ---- stepping --------------------------------------------------------------------------------------------
 
@@ -282,13 +238,13 @@ class Learner:
         poll_s = self.settings.learning.poll_interval_s
         while True:
             try:
-                if self._paused:
+                if self._control.paused:
                     await self._sleep(poll_s)
                     continue
-                if self._request is not None:
-                    await self._requested_step(self._request)
+                if self._control.request is not None:
+                    await self._requested_step(self._control.request)
                     continue
-                if self._mode == "manual":
+                if self._control.mode == "manual":
                     await self._sleep(poll_s)
                     continue
                 await self._pull()
@@ -565,7 +521,7 @@ class Learner:
         """Step, buffered units, the job in flight, the last verdict with its scores, recent errors."""
         last = self._last_commit
         return {
-            "mode": self._mode,
+            "mode": self._control.mode,
             **self.control(),
             "step": self._step,
             "ready": self._processor.ready() if self._processor is not None else 0,
