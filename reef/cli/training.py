@@ -118,7 +118,17 @@ def _wait_for_commit(args: argparse.Namespace, step_id: str, after_step: int) ->
         commits = call(args, "GET", f"/reef/scenarios/{args.scenario}/commits?after_step={after_step}&limit=1000")
         for commit in commits.get("commits") or []:
             if ((commit.get("metrics") or {}).get("request") or {}).get("step_id") == step_id:
+                _wait_until_forgotten(args, step_id, deadline)
                 return dict(commit)
             after_step = max(after_step, int(commit["step"]))
         time.sleep(_POLL_S)
     raise CommandError(f"step {step_id} did not commit within {args.timeout_s:g} s (it may still be running)")
+
+
+def _wait_until_forgotten(args: argparse.Namespace, step_id: str, deadline: float) -> None:
+    """The learner forgets a request just after its commit: wait for that, so a next `reef train` is not a 409."""
+    while time.monotonic() < deadline:
+        requested = call(args, "GET", f"/reef/scenarios/{args.scenario}/contract").get("requested")
+        if not requested or requested.get("step_id") != step_id:
+            return
+        time.sleep(0.1)
