@@ -144,6 +144,8 @@ async def test_rows_filter_by_request_type_and_by_the_release_that_served_them(h
         ("records", {"limit": 0}, "limit"),
         ("commits", {"record_id": "x" * 201}, "record_id"),
         ("commits", {"after_step": -2}, "after_step"),
+        ("records", {"after_sequence": 2**64}, "after_sequence"),  # past the store's 64-bit integers
+        ("commits", {"after_step": 2**64}, "after_step"),
     ],
 )
 async def test_a_bad_query_value_is_a_400_naming_the_field(http, route: str, params: dict, field: str) -> None:

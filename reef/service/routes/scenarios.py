@@ -21,6 +21,8 @@ router = APIRouter(tags=["scenarios"])
 
 # What a record or release id may look like in a query (the import routes' id rule).
 _ID_PATTERN = r"^[A-Za-z0-9._:-]{1,200}$"
+# Sequences and steps are 64-bit integers in the store: a larger cursor is a 400, not an overflow.
+_MAX_SEQUENCE = 2**63 - 1
 # An export page: at most this many records, ending early once their bodies reach this many bytes.
 _EXPORT_PAGE_RECORDS = 500
 _EXPORT_PAGE_BYTES = 8 * 1024 * 1024
@@ -52,7 +54,7 @@ async def delete_scenario(request: Request, scenario: str) -> dict[str, Any]:
 async def page_records(
     request: Request,
     scenario: str,
-    after_sequence: int = Query(0, ge=0),
+    after_sequence: int = Query(0, ge=0, le=_MAX_SEQUENCE),
     limit: int = Query(100, ge=1, le=1000),
     request_type: RequestType | None = Query(None, description="only inferences or only reports"),
     release_id: str | None = Query(None, pattern=_ID_PATTERN, description="only inferences this release served"),
@@ -172,7 +174,7 @@ async def promote(request: Request, scenario: str, body: ReleaseChoice) -> Respo
 async def commits(
     request: Request,
     scenario: str,
-    after_step: int = Query(-1, ge=-1),
+    after_step: int = Query(-1, ge=-1, le=_MAX_SEQUENCE),
     limit: int = Query(100, ge=1, le=1000),
     record_id: str | None = Query(None, pattern=_ID_PATTERN, description="only the step(s) that consumed this record"),
 ) -> dict[str, Any]:
