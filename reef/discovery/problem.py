@@ -113,7 +113,8 @@ def load_problem(name: str, options: dict[str, Any] | None = None) -> Problem:
     try:
         module = importlib.import_module(module_name)
     except ImportError as error:
-        raise ProblemError(f"no problem {name!r}: not a built-in ({', '.join(BUILTIN)}), module or directory") from error
+        known = ", ".join(BUILTIN)
+        raise ProblemError(f"no problem {name!r}: not a built-in ({known}), module or directory") from error
     if not callable(getattr(module, "evaluate", None)):
         raise ProblemError(f"problem module {module_name!r} defines no evaluate(solution)")
     merged = {**getattr(module, "OPTIONS", {}), **(options or {})}
