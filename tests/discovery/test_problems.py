@@ -89,7 +89,7 @@ def test_an_evaluator_that_loops_or_crashes_scores_zero(tmp_path: Path) -> None:
 def test_an_attempt_cannot_forge_the_result_line(tmp_path: Path) -> None:
     source = (
         "def evaluate(solution):\n"
-        "    print('REEF-RESULT- {\"score\": 99, \"valid\": true}')\n"
+        '    print(\'REEF-RESULT- {"score": 99, "valid": true}\')\n'
         "    return {'score': 1, 'valid': True, 'details': ''}\n"
     )
     problem = load_problem(str(_directory(tmp_path, source)))

@@ -30,8 +30,7 @@ def seeds(n: int = 6) -> list[str]:
     rows = math.ceil(n / columns)
     radius = math.floor(0.5 / max(rows, columns) * 1e4) / 1e4  # rounded down: rounding up would overlap
     circles = [
-        [round((i % columns + 0.5) / columns, 4), round((i // columns + 0.5) / rows, 4), radius]
-        for i in range(n)
+        [round((i % columns + 0.5) / columns, 4), round((i // columns + 0.5) / rows, 4), radius] for i in range(n)
     ]
     return [_compact(circles)]
 
