@@ -342,7 +342,15 @@ class Learner:
         parent_dir = await asyncio.to_thread(self.releases.materialize, trained_from) if trained_from else None
         self._job["trained_from"] = release_id_of(trained_from)
         ctx = GrowContext(
-            self.scenario, step, work_dir, self.settings, self.engine, self.records, trained_from, self._progress
+            self.scenario,
+            step,
+            work_dir,
+            self.settings,
+            self.engine,
+            self.records,
+            trained_from,
+            self._progress,
+            self._backend_factory,
         )
         candidate = await grow(self.recipe, batch, parent_dir, ctx, self._backend_factory)
         self._job["state"] = "evaluating"
