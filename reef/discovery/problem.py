@@ -85,11 +85,7 @@ class Problem:
         text = (fenced.group(1) if fenced else completion).strip()
         if self.solution_format == "python":
             return text if parses(text, "python") else None
-        for opener, closer in ("[]", "{}"):
-            start, end = text.find(opener), text.rfind(closer)
-            if start != -1 and end > start and parses(text[start : end + 1], "json"):
-                return _compact_json(text[start : end + 1])
-        return None
+        return _largest_json(text)
 
 
 def parses(solution: str, solution_format: SolutionFormat) -> bool:
@@ -171,8 +167,19 @@ def _checked(**fields: Any) -> Problem:
     return Problem(**fields)
 
 
-def _compact_json(text: str) -> str:
-    return json.dumps(json.loads(text), separators=(",", ":"))
+def _largest_json(text: str) -> str | None:
+    """The longest JSON array or object in `text` (a small model wraps its answer in prose, or quotes its parent)."""
+    decoder, found = json.JSONDecoder(parse_constant=_refuse), None
+    for start, char in enumerate(text):
+        if char not in "[{":
+            continue
+        try:
+            value, end = decoder.raw_decode(text, start)
+        except (ValueError, RecursionError):
+            continue
+        if found is None or end - start > found[0]:
+            found = (end - start, value)
+    return None if found is None else json.dumps(found[1], separators=(",", ":"))
 
 
 def _refuse(constant: str) -> Any:

@@ -16,7 +16,7 @@ from reef.sandbox import Limits
 def test_circle_packings_grid_seed_is_valid_and_scores_its_sum_of_radii() -> None:
     problem = load_problem("circle-packing", {"n": 6})
     evaluation = evaluate_attempt(problem, problem.seeds[0])
-    assert evaluation.valid and evaluation.score == pytest.approx(6 * 0.1666)
+    assert evaluation.valid and evaluation.score == pytest.approx(6 * 0.16)
 
 
 def test_overlapping_circles_score_zero_and_say_why() -> None:

@@ -12,6 +12,13 @@ NAME = "circle-packing"
 DIRECTION = "max"
 SOLUTION_FORMAT = "json"
 OPTIONS: dict[str, Any] = {"n": 6}
+# Short and concrete, for a small model: it sees the whole parent and is asked for a small edit of it.
+PROMPT = (
+    "Here is a JSON list of circles [x, y, r] packed in the unit square, sum of radii {score} ({better} is better).\n"
+    "Checker: {evaluator_tail}\n{solution}\n"
+    "Make one circle a little bigger, or move circles, so that none overlap and all stay inside the square. "
+    "Write the whole new list only."
+)
 TOLERANCE = 1e-9
 
 
@@ -20,7 +27,7 @@ def task(n: int = 6) -> str:
     return (
         f"Place {n} circles inside the unit square [0,1]x[0,1] so that no two overlap and every circle lies "
         f"fully inside the square. Maximise the sum of the radii. Answer with a JSON list of {n} triples "
-        "[x, y, r] (centre x, centre y, radius), numbers with at most 4 decimals."
+        "[x, y, r] (centre x, centre y, radius), numbers with 2 decimals."
     )
 
 
@@ -28,9 +35,9 @@ def seeds(n: int = 6) -> list[str]:
     """A plain grid: ceil(sqrt(n)) columns, equal circles as large as the grid's cells allow."""
     columns = math.ceil(math.sqrt(n))
     rows = math.ceil(n / columns)
-    radius = math.floor(0.5 / max(rows, columns) * 1e4) / 1e4  # rounded down: rounding up would overlap
+    radius = math.floor(0.5 / max(rows, columns) * 100) / 100  # rounded down: rounding up would overlap
     circles = [
-        [round((i % columns + 0.5) / columns, 4), round((i // columns + 0.5) / rows, 4), radius] for i in range(n)
+        [round((i % columns + 0.5) / columns, 2), round((i // columns + 0.5) / rows, 2), radius] for i in range(n)
     ]
     return [_compact(circles)]
 
