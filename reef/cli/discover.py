@@ -46,7 +46,7 @@ def add_discover_command(subparsers: Any) -> None:
     parser.add_argument("--control", action="store_true", help="also run the same search with training off")
     parser.add_argument("--option", action="append", default=[], help="problem option KEY=VALUE (e.g. n=6)")
     parser.add_argument("--temperature", type=float, default=0.7, help="sampling temperature (0.7)")
-    parser.add_argument("--max-tokens", type=int, default=140, help="tokens per attempt (140)")
+    parser.add_argument("--max-tokens", type=int, default=120, help="tokens per attempt (120)")
     parser.add_argument("--learning-rate", type=float, default=2e-4, help="LoRA learning rate (2e-4)")
     parser.add_argument("--json", action="store_true", help="print only the result JSON on stdout")
     parser.add_argument("--report", type=Path, help="write an HTML report (curves, best construction) here")

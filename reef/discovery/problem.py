@@ -68,9 +68,10 @@ class Problem:
         return 1.0 / float(score) if score > 0 else 0.0
 
     def prompt(self, solution: str, score: float | None, evaluator_output: str = "") -> str:
-        """The prompt that asks for an improvement on a parent attempt."""
+        """The prompt that asks for an improvement on a parent attempt (the template may name the options too)."""
         tail = evaluator_output[-EVALUATOR_TAIL_CHARS:].strip() or "(none)"
         return self.prompt_template.format(
+            **self.options,
             task=self.task,
             solution=solution,
             score="invalid" if score is None else f"{score:.6g}",

@@ -14,10 +14,10 @@ SOLUTION_FORMAT = "json"
 OPTIONS: dict[str, Any] = {"n": 6}
 # Short and concrete, for a small model: it sees the whole parent and is asked for a small edit of it.
 PROMPT = (
-    "Here is a JSON list of circles [x, y, r] packed in the unit square, sum of radii {score} ({better} is better).\n"
-    "Checker: {evaluator_tail}\n{solution}\n"
+    "Here is a JSON list of {n} circles [x, y, r] packed in the unit square, sum of radii {score} ({better} is "
+    "better).\nChecker: {evaluator_tail}\n{solution}\n"
     "Make one circle a little bigger, or move circles, so that none overlap and all stay inside the square. "
-    "Write the whole new list only."
+    "Write the whole new list of exactly {n} circles only."
 )
 TOLERANCE = 1e-9
 
