@@ -24,6 +24,7 @@ from rich.console import Console
 from reef.cli.demo_server import ReefServer, ServerFailed, free_port
 from reef.cli.discover_report import write_discover_report
 from reef.cli.discover_search import SearchClient, SearchRun, run_search
+from reef.discovery.evaluation import EvaluatorFailure
 from reef.discovery.problem import Problem, ProblemError, load_problem
 from reef.sandbox import Limits
 
@@ -79,7 +80,7 @@ def run_discover(args: argparse.Namespace) -> int:
         if args.control:
             steps = len(runs[0].steps)
             runs.append(_search(args, problem, groups, rollouts, False, steps, deadline, root / "control", console))
-    except (ServerFailed, httpx.HTTPError, TimeoutError) as error:
+    except (ServerFailed, httpx.HTTPError, TimeoutError, EvaluatorFailure) as error:
         result["error"] = f"{type(error).__name__}: {error}"
         console.print(f"[red]reef discover failed: {result['error']}[/]")
         code = 1

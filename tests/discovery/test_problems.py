@@ -94,3 +94,12 @@ def test_an_attempt_cannot_forge_the_result_line(tmp_path: Path) -> None:
     )
     problem = load_problem(str(_directory(tmp_path, source)))
     assert evaluate_attempt(problem, "[1]").score == 1.0
+
+
+def test_a_sandbox_that_cannot_start_raises_instead_of_scoring_zero(monkeypatch: pytest.MonkeyPatch) -> None:
+    from reef.discovery.evaluation import EvaluatorFailure
+
+    monkeypatch.setenv("PATH", "/nonexistent")  # no bwrap to run: an infrastructure failure, not a failed attempt
+    problem = load_problem("circle-packing")
+    with pytest.raises(EvaluatorFailure):
+        evaluate_attempt(problem, problem.seeds[0], sandbox=True)
