@@ -92,13 +92,14 @@ async def run_search(
     limits: Limits,
     on_step: Callable[[dict[str, Any]], None],
 ) -> None:
-    """Run up to `steps` steps, none starting past `deadline` (monotonic), filling `run` as they finish."""
+    """Run up to `steps` steps, none starting that would end past `deadline` (monotonic), filling `run`."""
     await client.create()
     seed = (await client.archive())["entries"][0]
     run.seed_best, run.best_solution = seed["score"], seed["solution"]
     run.curve.append(seed["score"])
     for _ in range(steps):
-        if time.monotonic() >= deadline:
+        # No step starts that would end past the deadline, judging by the last one's length.
+        if time.monotonic() + (run.steps[-1]["wall_s"] if run.steps else 0.0) >= deadline:
             break
         started = time.monotonic()
         plan = await client.get(f"/reef/scenarios/{client.scenario}/archive/next", groups=groups)
