@@ -28,7 +28,7 @@ from reef.discovery.evaluation import EvaluatorFailure
 from reef.discovery.problem import Problem, ProblemError, load_problem
 from reef.sandbox import Limits
 
-RECIPES = ("tttd", "tttd-mean")
+RECIPES = ("tttd", "tttd-mean", "guidance_ttt")
 STARTUP_TIMEOUT_S = 600.0
 SCENARIO = "discover"
 
@@ -43,7 +43,7 @@ def add_discover_command(subparsers: Any) -> None:
     parser.add_argument("--grid", default="4x4", help="G x R: parents per step x attempts per parent (4x4)")
     parser.add_argument("--steps", type=int, default=8, help="steps at most (8)")
     parser.add_argument("--time-budget", type=float, default=600.0, help="seconds for the whole command (600)")
-    parser.add_argument("--recipe", choices=RECIPES, default="tttd", help="tttd (entropic) or tttd-mean")
+    parser.add_argument("--recipe", choices=RECIPES, default="tttd", help="tttd (entropic), tttd-mean or guidance_ttt")
     parser.add_argument("--control", action="store_true", help="also run the same search with training off")
     parser.add_argument("--option", action="append", default=[], help="problem option KEY=VALUE (e.g. n=6)")
     parser.add_argument("--temperature", type=float, default=0.7, help="sampling temperature (0.7)")

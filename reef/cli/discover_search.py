@@ -17,6 +17,7 @@ from typing import Any
 import httpx
 
 from reef.discovery.evaluation import Evaluation, evaluate_attempt
+from reef.discovery.guidance import parse_guidance
 from reef.discovery.problem import Problem
 from reef.sandbox import Limits
 
@@ -67,12 +68,21 @@ class SearchClient:
     async def archive(self, limit: int = 1) -> dict[str, Any]:
         return await self.get(f"/reef/scenarios/{self.scenario}/archive", limit=limit)
 
-    async def ask(self, messages: list[dict[str, Any]], temperature: float, max_tokens: int) -> tuple[str, str]:
+    async def ask(
+        self, messages: list[dict[str, Any]], temperature: float, max_tokens: int, release_id: str | None = None
+    ) -> tuple[str, str]:
+        """(answer text, receipt); `release_id` pins the release that serves it (the executor: the base release)."""
         body = {"messages": messages, "temperature": temperature, "max_tokens": max_tokens}
-        response = await self._http.post("/v1/chat/completions", json=body)
+        headers = {"x-reef-release-id": release_id} if release_id else {}
+        response = await self._http.post("/v1/chat/completions", json=body, headers=headers)
         response.raise_for_status()
         text = ((response.json().get("choices") or [{}])[0].get("message") or {}).get("content") or ""
         return text, response.headers.get("x-reef-agent-record-id", "")
+
+    async def base_release(self) -> str:
+        """The scenario's first release: the base model, no adapter (Guidance-TTT's frozen executor)."""
+        releases = (await self.get(f"/reef/scenarios/{self.scenario}/releases"))["releases"]
+        return str(releases[-1]["release_id"])
 
     async def report(self, score: float, receipt: str, metadata: dict[str, Any]) -> None:
         body = {"score": score, "references": [receipt], "metadata": metadata}
@@ -105,7 +115,17 @@ async def run_search(
         plan = await client.get(f"/reef/scenarios/{client.scenario}/archive/next", groups=groups)
         asked = [(p, rollout) for p in plan["parents"] for rollout in range(plan["rollouts"])]
         answers = await asyncio.gather(*(client.ask(p["messages"], temperature, max_tokens) for p, _ in asked))
-        solutions = [problem.extract(text) for text, _ in answers]
+        if plan.get("mode") == "guidance":
+            executor = await client.base_release()
+            texts = await asyncio.gather(
+                *(
+                    _execute(client, p, text, executor, temperature, max_tokens)
+                    for (p, _), (text, _) in zip(asked, answers, strict=True)
+                )
+            )
+            solutions = [None if text is None else problem.extract(text) for text in texts]
+        else:
+            solutions = [problem.extract(text) for text, _ in answers]
         evaluations = await asyncio.gather(
             *(asyncio.to_thread(evaluate_attempt, problem, s, limits) for s in solutions)
         )
@@ -122,6 +142,18 @@ async def run_search(
         entry = _step_summary(plan["step"], evaluations, best["score"], time.monotonic() - started)
         run.steps.append(entry)
         on_step(entry)
+
+
+async def _execute(
+    client: SearchClient, parent: dict[str, Any], guide_answer: str, executor: str, temperature: float, max_tokens: int
+) -> str | None:
+    """The frozen executor's answer to the parent plus the guide's advice; None (skipped) for malformed guidance."""
+    advice = parse_guidance(guide_answer)
+    if advice is None:
+        return None
+    prompt = parent["executor_template"].replace("{guidance}", advice)
+    text, _ = await client.ask([{"role": "user", "content": prompt}], temperature, max_tokens, executor)
+    return text
 
 
 def _metadata(
