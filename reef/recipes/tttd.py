@@ -77,11 +77,16 @@ class TTTDRecipe(WeightsRecipe):
 
     def problem(self) -> Problem:
         """The configured problem; BadRequest naming `learning.recipe_config.problem` when it cannot be loaded."""
+        cached = getattr(self, "_problem", None)
+        if cached is not None:  # settings are immutable: load (and read the evaluator's source) once
+            return cached
         config = self.config()
         try:
-            return load_problem(str(config["problem"]), dict(config.get("problem_options") or {}))
+            problem = load_problem(str(config["problem"]), dict(config.get("problem_options") or {}))
         except ProblemError as error:
             raise BadRequest(str(error), field="learning.recipe_config.problem") from error
+        self._problem: Problem | None = problem
+        return problem
 
     def limits(self) -> Limits:
         config = self.config()
