@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 import reef
 from reef.cli.demo import add_demo_command
+from reef.cli.discover import add_discover_command
 from reef.cli.releases import add_release_commands
 from reef.cli.serve import add_serve_command
 from reef.cli.status import add_status_command
@@ -23,6 +24,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_serve_command(subparsers)
     add_status_command(subparsers)
     add_demo_command(subparsers)
+    add_discover_command(subparsers)
     add_release_commands(subparsers)
     add_training_commands(subparsers)
     return parser

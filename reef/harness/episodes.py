@@ -8,7 +8,7 @@ TASK`). `chat` episodes are one request through the engine with the chat adapter
 Sandboxing: where `bwrap` exists the agent sees the host read-only, a private /tmp, its own writable root and
 its own PID namespace and no network (`--unshare-net`) but the model endpoint: since that also removes the
 host's loopback, Reef's address is brought in over a Unix socket in the root and a forwarder inside the sandbox
-listening on Reef's port (`reef.harness.netbridge`). The environment is emptied (no provider keys reach the
+listening on Reef's port (`reef.sandbox.netbridge`). The environment is emptied (no provider keys reach the
 agent), and the only credential inside the root is the Reef token of the binding.
 """
 
@@ -31,11 +31,12 @@ from typing import Any
 from reef.core.scenarios import Dialect
 from reef.core.settings import Settings
 from reef.harness.chat import system_prompt_of
-from reef.harness.netbridge import FORWARDER, unix_bridge
 from reef.harness.render import render, write_files
 from reef.harness.tree import HarnessTree
 from reef.inference.base import Engine, RequestContext
 from reef.learning.evaluation import answer_text
+from reef.sandbox.bubblewrap import bwrap_available, bwrap_prefix, needed_under_tmp
+from reef.sandbox.netbridge import FORWARDER, unix_bridge
 
 STDERR_TAIL_CHARS = 4_000
 
@@ -95,7 +96,7 @@ class PiEpisodes:
     ) -> None:
         self.binary = shutil.which(binary) or binary
         self.timeout_s = timeout_s
-        self.sandbox = shutil.which("bwrap") is not None if sandbox is None else sandbox
+        self.sandbox = bwrap_available() if sandbox is None else sandbox
         self.temp_dir = temp_dir
         self._limit = asyncio.Semaphore(max_parallel)
 
@@ -182,33 +183,7 @@ class PiEpisodes:
 
     @staticmethod
     def _sandboxed(root: Path, work: Path, binary_dir: Path) -> list[str]:
-        # The private /tmp hides anything under the host's /tmp: bring back, read-only, the agent's binary and the
-        # environment of the interpreter its script names (a virtualenv under /tmp, say).
-        needed = _needed_under_tmp(binary_dir) + _under_tmp(Path(sys.executable).parent.parent)
-        binary = [arg for path in needed for arg in ("--ro-bind", str(path), str(path))]
-        return [
-            "bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", *binary,
-            "--bind", str(root), str(root), "--chdir", str(work),
-            "--unshare-pid", "--unshare-ipc", "--unshare-net", "--die-with-parent", "--new-session", "--",
-        ]  # fmt: skip
-
-
-def _under_tmp(path: Path) -> list[Path]:
-    return [path] if path.is_relative_to("/tmp") and path != Path("/tmp") else []
-
-
-def _needed_under_tmp(binary_dir: Path) -> list[Path]:
-    """Directories under /tmp an agent in `binary_dir` needs: the directory itself and its scripts' interpreters'."""
-    needed = {binary_dir}
-    for entry in binary_dir.iterdir() if binary_dir.is_dir() else []:
-        try:
-            first = entry.open("rb").readline(512) if entry.is_file() else b""
-        except OSError:
-            continue
-        if first.startswith(b"#!"):
-            interpreter = Path(first[2:].decode("utf-8", "replace").split()[0])
-            needed.add(interpreter.parent.parent)  # e.g. a virtualenv: its bin/, lib/ and pyvenv.cfg
-    return sorted(p for p in needed if p.is_relative_to("/tmp") and p != Path("/tmp"))
+        return bwrap_prefix(root, work, needed_under_tmp(binary_dir))
 
 
 async def chat_episode(engine: Engine, tree: HarnessTree, task: str, binding: ModelBinding) -> EpisodeResult:

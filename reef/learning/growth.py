@@ -32,6 +32,7 @@ class GrowContext:
 
     `work_dir` is an empty directory owned by this step (deleted after it); write the candidate inside it.
     `progress(event)` reports per-step events (e.g. `{"step": 3, "loss": 1.2}`) to the log and `/reef/status`.
+    `backend_factory()` opens the deployment's training backend, for a recipe whose own `grow` trains weights.
     """
 
     scenario: str
@@ -42,6 +43,7 @@ class GrowContext:
     records: RecordStore
     current_release: Release | None
     progress: Progress
+    backend_factory: Callable[[], TrainingBackend] | None = None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -321,7 +321,15 @@ class Learner:
             parent_dir = await asyncio.to_thread(self.releases.materialize, trained_from) if trained_from else None
         self._job["trained_from"] = release_id_of(trained_from)
         ctx = GrowContext(
-            self.scenario, step, work_dir, self.settings, self.engine, self.records, trained_from, self._progress
+            self.scenario,
+            step,
+            work_dir,
+            self.settings,
+            self.engine,
+            self.records,
+            trained_from,
+            self._progress,
+            self._backend_factory,
         )
         with tracing.span("reef.learner.train", recipe=self.recipe.name, trained_from=release_id_of(trained_from)):
             candidate = await grow(self.recipe, batch, parent_dir, ctx, self._backend_factory)

@@ -12,7 +12,7 @@ from reef.core.errors import BadRequest
 from reef.core.settings import Settings
 from reef.learning.base import Recipe
 
-_BUILTIN_NAME = re.compile(r"[a-z_][a-z0-9_]*")
+_BUILTIN_NAME = re.compile(r"[a-z_][a-z0-9_-]*")
 
 
 def load_recipe(name_or_dotted: str, settings: Settings) -> Recipe:
@@ -28,7 +28,8 @@ def recipe_class(name_or_dotted: str) -> type[Recipe]:
             raise BadRequest(
                 f"unknown recipe {name_or_dotted!r}: a built-in name or 'package.module:Class'", field="learning.recipe"
             )
-        module_name, attribute = f"reef.recipes.{name_or_dotted}", "RECIPE"
+        # A dash in a name (`tttd-mean`) is an underscore in its module (`reef.recipes.tttd_mean`).
+        module_name, attribute = f"reef.recipes.{name_or_dotted.replace('-', '_')}", "RECIPE"
     try:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as error:

@@ -24,6 +24,7 @@ from reef.learning.evaluation.tasks import GateTasks
 from reef.learning.gate import GateSources
 from reef.learning.growth import default_backend_factory
 from reef.learning.learner import Learner
+from reef.learning.search import SearchRecipe
 from reef.releases.base import CommitLog, ReleaseStore
 from reef.storage.base import RecordStore, ScenarioInfo
 
@@ -236,6 +237,25 @@ class Runtime:
     def validate_report(self, scenario: str, report: dict[str, Any]) -> None:
         """Check a report against the recipe's schema; raises BadRequest naming the field."""
         self.recipe.validate_report(report)
+
+    async def archive(self, scenario: str, limit: int) -> dict[str, Any]:
+        """The search archive the serving release carries; BadRequest when the recipe does not search."""
+        search, path = await self._searched(scenario)
+        return await asyncio.to_thread(search.archive_view, path, limit)
+
+    async def archive_next(self, scenario: str, groups: int) -> dict[str, Any]:
+        """The next search step's `groups` parents and prompts, from the serving release's archive."""
+        search, path = await self._searched(scenario)
+        return await asyncio.to_thread(search.next_step, path, groups)
+
+    async def _searched(self, scenario: str) -> tuple[SearchRecipe, Path]:
+        self._require(scenario)
+        if not isinstance(self.recipe, SearchRecipe):
+            raise BadRequest(f"recipe {self.recipe.name!r} keeps no search archive (use tttd)", field="scenario")
+        head = await asyncio.to_thread(self.release_store.head, scenario)
+        if head is None:
+            raise NotFound(f"scenario {scenario!r} has no release")
+        return self.recipe, await asyncio.to_thread(self.release_store.materialize, head)
 
     def notify(self, scenario: str) -> None:
         """Records of `scenario` were appended: wake its learner (never blocks)."""

@@ -18,7 +18,7 @@ from reef.service.errors import install_error_handlers
 from reef.service.metrics import ServiceMetrics
 from reef.service.middleware import EdgeMiddleware
 from reef.service.openapi import reef_openapi
-from reef.service.routes import console, feedback, harness, inference, scenarios, system, training
+from reef.service.routes import console, discovery, feedback, harness, inference, scenarios, system, training
 from reef.storage.base import RecordStore
 
 
@@ -61,7 +61,7 @@ def create_app(settings: Settings, runtime: Any, records: RecordStore, engine: E
     app.state.metrics = metrics
     install_error_handlers(app)
     app.openapi = reef_openapi(app)  # type: ignore[method-assign]  # adds the /v1 fast path FastAPI cannot see
-    for module in (feedback, scenarios, training, harness, system, console):
+    for module in (feedback, scenarios, training, harness, system, console, discovery):
         app.include_router(module.router)
     return EdgeMiddleware(
         app,

@@ -47,6 +47,30 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
     "reef.learning": ("reef.service", "reef.cli"),
     "reef.recipes": ("reef.service", "reef.cli"),
     "reef.harness": ("reef.service", "reef.cli"),
+    # Running untrusted things: used by harness episodes and discovery, knows neither.
+    "reef.sandbox": (
+        "reef.service",
+        "reef.cli",
+        "reef.learning",
+        "reef.recipes",
+        "reef.harness",
+        "reef.discovery",
+        "reef.inference",
+        "reef.storage",
+        "reef.releases",
+    ),
+    # Problems and the search archive: pure domain; evaluating an attempt goes through the sandbox.
+    "reef.discovery": (
+        "reef.service",
+        "reef.cli",
+        "reef.learning",
+        "reef.recipes",
+        "reef.harness",
+        "reef.inference",
+        "reef.storage",
+        "reef.releases",
+        "torch",
+    ),
     # The edge goes through contracts, never implementations.
     "reef.service": (
         "reef.cli",

@@ -144,6 +144,10 @@ class Scheduler:
 
     @staticmethod
     def _run_call(fn: Callable[[], Any], future: concurrent.futures.Future[Any]) -> None:
+        # A caller that gave up (its task cancelled, e.g. a learner stopped mid-activation) cancelled the future:
+        # setting its result would raise and kill the engine thread.
+        if not future.set_running_or_notify_cancel():
+            return
         try:
             future.set_result(fn())
         except BaseException as exc:  # handed to the caller, who raises it

@@ -1,0 +1,187 @@
+"""A discovery problem: what to ask, how a solution is written, how it is scored, where the search starts.
+
+A problem is named three ways:
+- a built-in name (`circle-packing`, `erdos-min-overlap`),
+- `package.module`: a stdlib-only module with `DIRECTION` ("max" | "min"), `SOLUTION_FORMAT` ("json" | "python"),
+  `OPTIONS` (defaults), `task(**options) -> str`, `seeds(**options) -> [solution text]`,
+  `evaluate(solution, **options) -> {"score", "valid", "details"}` (and optionally `PROMPT`, `best_known`),
+- a directory holding `problem.json` (`{"name", "direction", "solution_format", "task", "seeds", "options",
+  "prompt"?}`) and `evaluate.py` defining `evaluate(solution, **options)`.
+
+The evaluator source is copied into a fresh sandbox for every attempt (`reef.discovery.evaluation`), so it must not
+import anything but the standard library. A `json` solution reaches `evaluate` parsed; a `python` one as its text.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import importlib
+import inspect
+import json
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+from reef.discovery.problems import BUILTIN
+
+Direction = Literal["max", "min"]
+SolutionFormat = Literal["json", "python"]
+
+DEFAULT_PROMPT = """{task}
+
+A previous attempt scored {score} ({better} is better). Evaluator output: {evaluator_tail}
+Previous attempt:
+{solution}
+
+Write an improved solution. Reply with only the {format_name}."""
+
+EVALUATOR_TAIL_CHARS = 400
+_FENCE = re.compile(r"```[a-zA-Z]*\n?(.*?)```", re.DOTALL)
+
+
+class ProblemError(ValueError):
+    """A problem that cannot be loaded (no such module or directory, no `evaluate`, a malformed field)."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Problem:
+    """Everything the search needs of one problem."""
+
+    name: str
+    task: str
+    direction: Direction
+    solution_format: SolutionFormat
+    seeds: tuple[str, ...]
+    evaluator_source: str  # a stdlib-only Python module defining evaluate(solution, **options)
+    options: dict[str, Any]
+    prompt_template: str = DEFAULT_PROMPT
+    best_known: float | None = None
+
+    def reward(self, score: float | None, valid: bool) -> float:
+        """Higher is better, 0 for an invalid attempt: the score itself when maximising, 1/score when minimising
+        (a `min` problem's valid scores are positive)."""
+        if not valid or score is None:
+            return 0.0
+        if self.direction == "max":
+            return float(score)
+        return 1.0 / float(score) if score > 0 else 0.0
+
+    def prompt(self, solution: str, score: float | None, evaluator_output: str = "") -> str:
+        """The prompt that asks for an improvement on a parent attempt (the template may name the options too)."""
+        tail = evaluator_output[-EVALUATOR_TAIL_CHARS:].strip() or "(none)"
+        return self.prompt_template.format(
+            **self.options,
+            task=self.task,
+            solution=solution,
+            score="invalid" if score is None else f"{score:.6g}",
+            better="higher" if self.direction == "max" else "lower",
+            evaluator_tail=tail,
+            format_name="JSON" if self.solution_format == "json" else "Python program",
+        )
+
+    def extract(self, completion: str) -> str | None:
+        """The solution in a model's answer (inside a code fence if there is one), or None if it does not parse."""
+        fenced = _FENCE.search(completion)
+        text = (fenced.group(1) if fenced else completion).strip()
+        if self.solution_format == "python":
+            return text if parses(text, "python") else None
+        return _largest_json(text)
+
+
+def parses(solution: str, solution_format: SolutionFormat) -> bool:
+    """Whether `solution` is valid JSON (finite numbers only) or a Python program that compiles."""
+    try:
+        if solution_format == "json":
+            json.loads(solution, parse_constant=_refuse)
+        else:
+            ast.parse(solution)
+    except (ValueError, SyntaxError, RecursionError):
+        return False
+    return True
+
+
+def load_problem(name: str, options: dict[str, Any] | None = None) -> Problem:
+    """The problem `name` (built-in, `package.module` or directory) with `options` over its defaults."""
+    path = Path(name).expanduser()
+    if path.is_dir():
+        return _from_directory(path, options or {})
+    module_name = BUILTIN.get(name, name)
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as error:
+        known = ", ".join(BUILTIN)
+        raise ProblemError(f"no problem {name!r}: not a built-in ({known}), module or directory") from error
+    if not callable(getattr(module, "evaluate", None)):
+        raise ProblemError(f"problem module {module_name!r} defines no evaluate(solution)")
+    merged = {**getattr(module, "OPTIONS", {}), **(options or {})}
+    best = getattr(module, "best_known", None)
+    return _checked(
+        name=getattr(module, "NAME", name),
+        task=module.task(**merged),
+        direction=getattr(module, "DIRECTION", "max"),
+        solution_format=getattr(module, "SOLUTION_FORMAT", "json"),
+        seeds=tuple(module.seeds(**merged)),
+        evaluator_source=inspect.getsource(module),
+        options=merged,
+        prompt_template=getattr(module, "PROMPT", DEFAULT_PROMPT),
+        best_known=best(**merged) if callable(best) else None,
+    )
+
+
+def _from_directory(path: Path, options: dict[str, Any]) -> Problem:
+    evaluator = path / "evaluate.py"
+    if not evaluator.is_file():
+        raise ProblemError(f"problem directory {str(path)!r} has no evaluate.py")
+    source = evaluator.read_text()
+    if not any(isinstance(n, ast.FunctionDef) and n.name == "evaluate" for n in ast.parse(source).body):
+        raise ProblemError(f"{str(evaluator)!r} defines no evaluate(solution)")
+    try:
+        spec = json.loads((path / "problem.json").read_text())
+    except (OSError, ValueError) as error:
+        raise ProblemError(f"problem directory {str(path)!r} needs a readable problem.json: {error}") from error
+    solution_format = spec.get("solution_format", "json")
+    seeds = [s if isinstance(s, str) else json.dumps(s, separators=(",", ":")) for s in spec.get("seeds", [])]
+    return _checked(
+        name=str(spec.get("name", path.name)),
+        task=str(spec.get("task", "")),
+        direction=spec.get("direction", "max"),
+        solution_format=solution_format,
+        seeds=tuple(seeds),
+        evaluator_source=source,
+        options={**spec.get("options", {}), **options},
+        prompt_template=str(spec.get("prompt", DEFAULT_PROMPT)),
+        best_known=spec.get("best_known"),
+    )
+
+
+def _checked(**fields: Any) -> Problem:
+    if fields["direction"] not in ("max", "min"):
+        raise ProblemError(f"direction must be 'max' or 'min', not {fields['direction']!r}")
+    if fields["solution_format"] not in ("json", "python"):
+        raise ProblemError(f"solution_format must be 'json' or 'python', not {fields['solution_format']!r}")
+    if not fields["seeds"]:
+        raise ProblemError(f"problem {fields['name']!r} has no seed solutions")
+    bad = [s for s in fields["seeds"] if not parses(s, fields["solution_format"])]
+    if bad:
+        raise ProblemError(f"seed {bad[0][:60]!r} is not a valid {fields['solution_format']} solution")
+    return Problem(**fields)
+
+
+def _largest_json(text: str) -> str | None:
+    """The longest JSON array or object in `text` (a small model wraps its answer in prose, or quotes its parent)."""
+    decoder, found = json.JSONDecoder(parse_constant=_refuse), None
+    for start, char in enumerate(text):
+        if char not in "[{":
+            continue
+        try:
+            value, end = decoder.raw_decode(text, start)
+        except (ValueError, RecursionError):
+            continue
+        if found is None or end - start > found[0]:
+            found = (end - start, value)
+    return None if found is None else json.dumps(found[1], separators=(",", ":"))
+
+
+def _refuse(constant: str) -> Any:
+    raise ValueError(f"{constant} is not a finite number")

@@ -1,0 +1,228 @@
+"""`tttd`: discovery by test-time training (TTT-Discover). The model searches one problem and learns from its attempts.
+
+Config (`learning.recipe_config`): `problem` (built-in name, `package.module` or directory; `problem_options`),
+the grid `groups` × `rollouts` (G × R, default 4 × 4), `train` (false: the archive grows, the weights do not — the
+frozen control), the archive's `max_entries` / `exploration`, the loss's `kl_coef` (0.1) / `clip_low` / `clip_high`.
+
+A step (see `reef.discovery.search`): a client takes the next step's G parents and prompts from
+`GET /reef/scenarios/{s}/archive/next?groups=G`, asks each prompt R times through `/v1/*` (recorded like any
+inference), evaluates each answer in the sandbox (`reef.discovery.evaluation`) and reports it (`score`,
+`references`, `metadata.{step, group, rollout, parent_id, solution, valid, details}`). When the grid is complete
+(`reef.recipes.tttd_grid`) the learner grows a candidate: the parent release's archive with the step folded in,
+and, from the groups whose rewards vary, a LoRA adapter trained with the entropic leave-one-out advantage
+(`reef.recipes.entropic`) by the importance-weighted policy gradient on the recorded log-probs plus kl_coef · KL to
+the base model (the `rl` loss). The archive rides in the release (`archive.json`): pending with the candidate,
+committed when it publishes, so a crash before the publish leaves the archive as the last release committed it
+and the unconsumed grid is replayed on resume. Every candidate is published (the archive is the search's state;
+there is no held-out gate to judge a search step against).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import shutil
+from pathlib import Path
+from typing import Any, ClassVar
+
+from reef.core.errors import BadRequest
+from reef.discovery.archive import Archive, Attempt
+from reef.discovery.problem import Problem, ProblemError, load_problem, parses
+from reef.discovery.search import ARCHIVE_FILE, entry_view, next_step, read_archive, seed_archive, write_archive
+from reef.learning.base import Batch, Evaluator, Selector
+from reef.learning.evaluation.selectors import Always
+from reef.learning.growth import GrowContext, base_model_path
+from reef.learning.report_schema import report_schema
+from reef.recipes.entropic import entropic_advantages
+from reef.recipes.rl import require_score
+from reef.recipes.tttd_grid import Advantages, GridProcessor
+from reef.recipes.weights import WeightsRecipe
+from reef.sandbox import Limits
+
+_CELL = {"type": "integer", "minimum": 0}
+
+
+class NoGate(Evaluator):
+    """A search step is not judged on tasks: its archive is the search's state and is always kept."""
+
+    async def paired_scores(
+        self, scenario: str, candidate_path: Path | None, current_release_id: str | None
+    ) -> tuple[list[float], list[float]]:
+        return [], []
+
+
+class TTTDRecipe(WeightsRecipe):
+    """Test-time training on a discovery problem with entropic leave-one-out advantages."""
+
+    name: ClassVar[str] = "tttd"
+    loss_name: ClassVar[str] = "rl"
+    default_config: ClassVar[dict[str, Any]] = {
+        "problem": "circle-packing",
+        "problem_options": {},
+        "groups": 4,
+        "rollouts": 4,
+        "train": True,
+        "max_entries": 64,
+        "exploration": 1.0,
+        "kl_coef": 0.1,
+        "clip_low": 0.2,
+        "clip_high": 0.28,
+        "eval_cpu_s": 10,
+        "eval_memory_mb": 1024,
+        "eval_wall_s": 20.0,
+    }
+
+    def advantages(self) -> Advantages:
+        return entropic_advantages
+
+    def problem(self) -> Problem:
+        """The configured problem; BadRequest naming `learning.recipe_config.problem` when it cannot be loaded."""
+        cached = getattr(self, "_problem", None)
+        if cached is not None:  # settings are immutable: load (and read the evaluator's source) once
+            return cached
+        config = self.config()
+        try:
+            problem = load_problem(str(config["problem"]), dict(config.get("problem_options") or {}))
+        except ProblemError as error:
+            raise BadRequest(str(error), field="learning.recipe_config.problem") from error
+        self._problem: Problem | None = problem
+        return problem
+
+    def limits(self) -> Limits:
+        config = self.config()
+        memory = int(config["eval_memory_mb"]) << 20
+        return Limits(int(config["eval_cpu_s"]), memory, float(config["eval_wall_s"]))
+
+    # ---- reports ---------------------------------------------------------------------------------------------
+
+    def validate_report(self, report: dict[str, Any]) -> None:
+        require_score(report)
+        meta = report.get("metadata")
+        if not isinstance(meta, dict):
+            raise BadRequest("a discovery report needs metadata.{step, group, rollout, parent_id}", field="metadata")
+        config = self.config()
+        bounds = {"step": math.inf, "group": int(config["groups"]), "rollout": int(config["rollouts"])}
+        for key, bound in bounds.items():
+            value = meta.get(key)
+            if isinstance(value, bool) or not isinstance(value, int) or value < (1 if key == "step" else 0):
+                raise BadRequest(
+                    f"must be a {'positive' if key == 'step' else 'non-negative'} integer", field=f"metadata.{key}"
+                )
+            if value >= bound:
+                raise BadRequest(f"no grid cell {key} {value}: the grid has {bound} {key}s", field=f"metadata.{key}")
+        if not isinstance(meta.get("parent_id"), str) or not meta["parent_id"]:
+            raise BadRequest("must name the archive entry the attempt improves on", field="metadata.parent_id")
+        solution = meta.get("solution")
+        if solution is not None:
+            problem = self.problem()
+            if not isinstance(solution, str) or not parses(solution, problem.solution_format):
+                raise BadRequest(f"is not a valid {problem.solution_format} solution", field="metadata.solution")
+
+    def report_schema(self) -> dict[str, Any]:
+        cell = {"step": {"type": "integer", "minimum": 1}, "group": _CELL, "rollout": _CELL}
+        return report_schema(required=("score", "references"), metadata={**cell, "parent_id": {"type": "string"}})
+
+    def processor(self) -> GridProcessor:
+        config, problem = self.config(), self.problem()
+        return GridProcessor(int(config["groups"]), int(config["rollouts"]), self.advantages(), problem.reward)
+
+    def selector(self) -> Selector:
+        return Always()
+
+    def evaluator(self, engine: Any) -> Evaluator:
+        return NoGate()
+
+    # ---- the archive -----------------------------------------------------------------------------------------
+
+    def seed(self, directory: Path) -> None:
+        config = self.config()
+        archive = seed_archive(
+            self.problem(),
+            self.limits(),
+            max_entries=int(config["max_entries"]),
+            exploration=float(config["exploration"]),
+        )
+        write_archive(archive, directory)
+
+    def archive_of(self, release_dir: Path) -> Archive:
+        """The archive a release carries (the seeds, evaluated now, for a release from before this recipe)."""
+        found = read_archive(release_dir)
+        if found is not None:
+            return found
+        config = self.config()
+        return seed_archive(self.problem(), self.limits(), max_entries=int(config["max_entries"]))
+
+    def archive_view(self, release_dir: Path, limit: int) -> dict[str, Any]:
+        """`GET /reef/scenarios/{s}/archive`: the problem, the last step and the top `limit` entries."""
+        archive, problem = self.archive_of(release_dir), self.problem()
+        return {
+            "problem": problem.name,
+            "direction": problem.direction,
+            "step": archive.step,
+            "total_visits": archive.total_visits,
+            "size": len(archive.entries),
+            "best_known": problem.best_known,
+            "entries": [entry_view(e) for e in archive.top(limit)],
+        }
+
+    def next_step(self, release_dir: Path, groups: int) -> dict[str, Any]:
+        """`GET /reef/scenarios/{s}/archive/next?groups=G`: the next step's parents and prompts."""
+        if groups != int(self.config()["groups"]):
+            raise BadRequest(f"this scenario's grid has {self.config()['groups']} groups", field="groups")
+        step = next_step(self.archive_of(release_dir), self.problem(), groups)
+        return {**step, "rollouts": int(self.config()["rollouts"])}
+
+    # ---- growing ---------------------------------------------------------------------------------------------
+
+    async def grow(self, batch: Batch, parent_dir: Path | None, ctx: GrowContext) -> tuple[Path, dict[str, Any]]:
+        """The parent's archive with the grid folded in, and (with `train`) the adapter trained on the grid."""
+        archive = await asyncio.to_thread(self.archive_of, parent_dir) if parent_dir else None
+        if archive is None:
+            archive = await asyncio.to_thread(seed_archive, self.problem(), self.limits())
+        rows = [s["attempt"] for s in batch.samples if "attempt" in s]
+        samples = [s for s in batch.samples if "attempt" not in s]
+        candidate = ctx.work_dir / "candidate"
+        metrics: dict[str, Any] = {"trained_samples": len(samples)}
+        if samples and self.config()["train"] and ctx.backend_factory is not None:
+            base = await asyncio.to_thread(base_model_path, ctx.settings)
+            adapter = parent_dir if parent_dir and (parent_dir / "adapter_config.json").exists() else None
+            job = self.training_job(Batch(batch.batch_id, samples, batch.record_ids), base, adapter, candidate)
+            result = await asyncio.to_thread(ctx.backend_factory().run, job, ctx.progress)
+            candidate = Path(result.adapter_path)
+            metrics.update(result.metrics)
+        elif parent_dir is not None:  # nothing trained: the weights stay the parent's
+            shutil.copytree(parent_dir, candidate, ignore=shutil.ignore_patterns(ARCHIVE_FILE, ".git"))
+        for step in sorted({int(r["step"]) for r in rows}):
+            attempts = [_attempt(r) for r in rows if int(r["step"]) == step]
+            archive.record(step, attempts)
+        write_archive(archive, candidate)
+        best = archive.best()
+        valid = [r for r in rows if r["valid"]]
+        metrics.update(
+            discovery_step=archive.step,
+            best_score=best.score,
+            step_best_score=max((r["score"] for r in valid), default=None, key=_or_nan),
+            step_mean_reward=sum(r["reward"] for r in rows) / len(rows) if rows else None,
+            valid_fraction=len(valid) / len(rows) if rows else None,
+        )
+        return candidate, metrics
+
+
+def _attempt(row: dict[str, Any]) -> Attempt:
+    return Attempt(
+        row["parent_id"],
+        row["group"],
+        row["rollout"],
+        row["solution"],
+        row["score"],
+        row["reward"],
+        row["valid"],
+        row["details"],
+    )
+
+
+def _or_nan(value: float | None) -> float:
+    return -math.inf if value is None else value
+
+
+RECIPE = TTTDRecipe

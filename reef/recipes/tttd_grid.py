@@ -1,0 +1,104 @@
+"""The `tttd` processor: one step's G × R grid of scored attempts, joined with the rollouts they cite.
+
+A report names its cell in `metadata.{step, group, rollout, parent_id}` and carries the attempt
+(`metadata.solution`, the extracted solution text or null; `metadata.valid`; `metadata.details`, the evaluator's
+words) with the evaluator's `score`. The processor waits until every cell of a step has arrived, then emits one unit:
+
+- an `{"attempt": …}` row per cell, for the archive (every attempt is a visit, trained on or not),
+- a policy sample (recorded tokens and log-probs, plus `advantage`) per attempt of each group whose rewards vary.
+
+A group is not trained on when its rewards are all equal (`skipped["constant_group"]`) or when the grid's
+rollouts were served by more than one release (`skipped["mixed_releases"]`: the recorded log-probs would not
+belong to one policy). A second report for a filled cell is skipped (`duplicate_cell`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+from reef.core.records import Record
+from reef.recipes.reports import ReportJoiningProcessor, Rollout
+
+Advantages = Callable[[list[float]], list[float] | None]
+Reward = Callable[[float | None, bool], float]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Cell:
+    """One filled cell of a step's grid."""
+
+    record_ids: list[str]
+    sample: dict[str, Any] | None
+    reward: float
+    attempt: dict[str, Any]
+    release_id: str | None
+
+
+class GridProcessor(ReportJoiningProcessor):
+    """Collects a step's grid of attempts; a complete grid becomes one unit (a batch is one grid)."""
+
+    def __init__(self, groups: int, rollouts: int, advantages: Advantages, reward: Reward) -> None:
+        super().__init__(units_per_batch=1)
+        self.groups, self.rollouts = groups, rollouts
+        self.advantages = advantages
+        self.reward = reward
+        self._grids: dict[int, dict[tuple[int, int], Cell]] = {}
+        self._release_of: dict[str, str | None] = {}
+
+    def ingest(self, record: Record) -> None:
+        if record.request_type == "inference":
+            self._release_of[record.agent_record_id] = record.release_id()
+        super().ingest(record)
+
+    def join(self, report: Record, rollouts: list[Rollout]) -> None:
+        payload = report.payload or {}
+        meta = payload.get("metadata") or {}
+        record_ids = [report.agent_record_id, *(r.record_id for r in rollouts)]
+        step, cell = int(meta["step"]), (int(meta["group"]), int(meta["rollout"]))
+        grid = self._grids.setdefault(step, {})
+        if cell in grid:
+            self.skip(record_ids, "duplicate_cell")
+            return
+        solution = meta.get("solution")
+        valid = bool(meta.get("valid", solution is not None)) and solution is not None
+        score = float(payload["score"]) if valid else None
+        reward = self.reward(score, valid)
+        attempt = {
+            "step": step,
+            "group": cell[0],
+            "rollout": cell[1],
+            "parent_id": str(meta["parent_id"]),
+            "solution": solution,
+            "score": score,
+            "reward": reward,
+            "valid": valid,
+            "details": str(meta.get("details", ""))[-400:],
+        }
+        sample = rollouts[0].policy_sample() if len(rollouts) == 1 else None
+        release = self._release_of.pop(rollouts[0].record_id, None) if rollouts else None
+        grid[cell] = Cell(record_ids, sample, reward, attempt, release)
+        if len(grid) == self.groups * self.rollouts:
+            del self._grids[step]
+            self._emit(grid)
+
+    def _emit(self, grid: dict[tuple[int, int], Cell]) -> None:
+        mixed = len({cell.release_id for cell in grid.values()}) > 1
+        rows: list[dict[str, Any]] = [{"attempt": grid[key].attempt} for key in sorted(grid)]
+        for group in range(self.groups):
+            cells = [grid[(group, rollout)] for rollout in range(self.rollouts)]
+            advantages = None if mixed else self.advantages([cell.reward for cell in cells])
+            if advantages is None:
+                self.skipped["mixed_releases" if mixed else "constant_group"] += 1
+                continue
+            for cell, advantage in zip(cells, advantages, strict=True):
+                if cell.sample is None:
+                    self.skipped["no_training_capture"] += 1
+                else:
+                    rows.append({**cell.sample, "advantage": advantage})
+        self.add_unit([i for key in sorted(grid) for i in grid[key].record_ids], rows)
+
+    def waiting_cells(self) -> dict[int, int]:
+        """Cells filled so far of each step still incomplete."""
+        return {step: len(grid) for step, grid in self._grids.items()}

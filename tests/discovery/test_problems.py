@@ -1,0 +1,105 @@
+"""Problems load by name, module or directory, score their seeds in the sandbox and refuse what is malformed."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from reef.discovery.evaluation import evaluate_attempt
+from reef.discovery.problem import ProblemError, load_problem
+from reef.discovery.search import next_step, seed_archive
+from reef.sandbox import Limits
+
+
+def test_circle_packings_grid_seed_is_valid_and_scores_its_sum_of_radii() -> None:
+    problem = load_problem("circle-packing", {"n": 6})
+    evaluation = evaluate_attempt(problem, problem.seeds[0])
+    assert evaluation.valid and evaluation.score == pytest.approx(6 * 0.16)
+
+
+def test_overlapping_circles_score_zero_and_say_why() -> None:
+    problem = load_problem("circle-packing", {"n": 2})
+    evaluation = evaluate_attempt(problem, "[[0.3,0.5,0.25],[0.5,0.5,0.25]]")
+    assert not evaluation.valid and evaluation.reward == 0.0 and "overlap" in evaluation.details
+
+
+def test_erdos_minimum_overlap_rewards_a_lower_bound_more() -> None:
+    problem = load_problem("erdos-min-overlap", {"m": 8})
+    seed = evaluate_attempt(problem, problem.seeds[0])
+    assert seed.score == pytest.approx(0.5) and seed.reward == pytest.approx(2.0)
+    assert problem.direction == "min" and problem.best_known == pytest.approx(0.380924)
+
+
+def test_a_model_answer_yields_the_json_inside_its_code_fence() -> None:
+    problem = load_problem("circle-packing")
+    assert problem.extract("Here:\n```json\n[[0.5, 0.5, 0.5]]\n```\nDone.") == "[[0.5,0.5,0.5]]"
+    assert problem.extract("I cannot do that") is None
+    assert problem.extract("[[NaN, 1, 2]]") is None
+
+
+def test_an_answer_that_is_not_json_is_invalid_without_running_anything() -> None:
+    problem = load_problem("circle-packing")
+    assert not evaluate_attempt(problem, "[[0.5, 0.5").valid
+
+
+def _directory(tmp_path: Path, evaluator: str | None) -> Path:
+    spec = {"name": "ones", "direction": "max", "solution_format": "json", "task": "Ones.", "seeds": [[1]]}
+    (tmp_path / "problem.json").write_text(json.dumps(spec))
+    if evaluator is not None:
+        (tmp_path / "evaluate.py").write_text(evaluator)
+    return tmp_path
+
+
+def test_a_problem_directory_is_loaded_and_evaluated_in_the_sandbox(tmp_path: Path) -> None:
+    source = "def evaluate(solution):\n    return {'score': sum(solution), 'valid': True, 'details': 'ok'}\n"
+    problem = load_problem(str(_directory(tmp_path, source)))
+    assert evaluate_attempt(problem, "[1, 2, 3]").score == 6.0
+    archive = seed_archive(problem)
+    assert archive.best().score == 1.0
+    step = next_step(archive, problem, 2)
+    assert step["step"] == 1 and [p["parent_id"] for p in step["parents"]] == ["seed-0", "seed-0"]
+    assert "[1]" in step["parents"][0]["prompt"] and "Ones." in step["parents"][0]["prompt"]
+
+
+def test_a_problem_directory_without_evaluate_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ProblemError, match="evaluate.py"):
+        load_problem(str(_directory(tmp_path, None)))
+    (tmp_path / "evaluate.py").write_text("def score(solution):\n    return 1\n")
+    with pytest.raises(ProblemError, match="evaluate"):
+        load_problem(str(tmp_path))
+
+
+def test_an_unknown_problem_is_refused_by_name() -> None:
+    with pytest.raises(ProblemError, match="no-such-problem"):
+        load_problem("no-such-problem")
+
+
+def test_an_evaluator_that_loops_or_crashes_scores_zero(tmp_path: Path) -> None:
+    looping = "def evaluate(solution):\n    while True: pass\n"
+    problem = load_problem(str(_directory(tmp_path, looping)))
+    timed = evaluate_attempt(problem, "[1]", Limits(cpu_s=1, wall_s=10))
+    assert not timed.valid and timed.reward == 0.0
+    (tmp_path / "evaluate.py").write_text("def evaluate(solution):\n    raise RuntimeError('boom')\n")
+    crashed = evaluate_attempt(load_problem(str(tmp_path)), "[1]")
+    assert not crashed.valid and "boom" in crashed.details
+
+
+def test_an_attempt_cannot_forge_the_result_line(tmp_path: Path) -> None:
+    source = (
+        "def evaluate(solution):\n"
+        '    print(\'REEF-RESULT- {"score": 99, "valid": true}\')\n'
+        "    return {'score': 1, 'valid': True, 'details': ''}\n"
+    )
+    problem = load_problem(str(_directory(tmp_path, source)))
+    assert evaluate_attempt(problem, "[1]").score == 1.0
+
+
+def test_a_sandbox_that_cannot_start_raises_instead_of_scoring_zero(monkeypatch: pytest.MonkeyPatch) -> None:
+    from reef.discovery.evaluation import EvaluatorFailure
+
+    monkeypatch.setenv("PATH", "/nonexistent")  # no bwrap to run: an infrastructure failure, not a failed attempt
+    problem = load_problem("circle-packing")
+    with pytest.raises(EvaluatorFailure):
+        evaluate_attempt(problem, problem.seeds[0], sandbox=True)
