@@ -70,12 +70,16 @@ def test_the_sampled_reverse_kl_surrogate_has_the_score_function_gradient():
     student = torch.log_softmax(logits, -1)
     sampled = 2
     divergences.sampled_reverse_kl_surrogate(student[sampled], teacher[sampled]).backward()
-    expected = (student[sampled] - teacher[sampled]).detach() * (torch.eye(3, dtype=torch.float64)[sampled] - student.exp())
+    expected = (student[sampled] - teacher[sampled]).detach() * (
+        torch.eye(3, dtype=torch.float64)[sampled] - student.exp()
+    )
     assert logits.grad is not None and torch.allclose(logits.grad, expected.detach())
     # Averaged over every token weighted by S, the surrogate's gradient is the exact gradient of KL(S‖T).
     logits.grad = None
     s = torch.log_softmax(logits, -1)
-    expectation = sum(s[v].exp().detach() * divergences.sampled_reverse_kl_surrogate(s[v], teacher[v]) for v in range(3))
+    expectation = sum(
+        s[v].exp().detach() * divergences.sampled_reverse_kl_surrogate(s[v], teacher[v]) for v in range(3)
+    )
     exact = torch.autograd.grad(divergences.reverse_kl(torch.log_softmax(logits, -1), teacher), logits)[0]
     assert torch.allclose(torch.autograd.grad(expectation, logits)[0], exact)
 
@@ -87,9 +91,10 @@ def test_the_top_k_jsd_and_forward_kl_gradients_match_finite_differences():
 
     def loss(x: torch.Tensor) -> torch.Tensor:
         student, top_teacher = divergences.top_k_with_tail(torch.log_softmax(x, -1), teacher, 3)
-        return divergences.generalized_jsd(student, top_teacher, 0.5).sum() + divergences.forward_kl(
-            torch.log_softmax(x, -1), teacher
-        ).sum()
+        return (
+            divergences.generalized_jsd(student, top_teacher, 0.5).sum()
+            + divergences.forward_kl(torch.log_softmax(x, -1), teacher).sum()
+        )
 
     (analytic,) = torch.autograd.grad(loss(logits), logits)
     step = 1e-6

@@ -8,7 +8,8 @@ Per micro-batch, with S the student and T the teacher over the student's recorde
   each over the full vocabulary or, with `top_k` > 0, the student's top-k tokens plus a tail bucket; or
   `sampled_reverse_kl` (the score-function surrogate on y_t alone, for on-policy distillation).
 - ι_{b,t}: the importance weight against the recorded rollout log-probs, capped at `importance_cap` (0: off).
-- m_{b,t}: 1 on completion tokens, 0 on the first `skip_first_tokens` of each; w_b: the sample's `weight` (default 1).
+- m_{b,t}: 1 on completion tokens (and where the sample's `completion_mask` is 1: a multi-turn sample's own turns),
+  0 on the first `skip_first_tokens` of each; w_b: the sample's `weight` (default 1).
 
 Samples carry the student's `prompt_ids` / `completion_ids` / `old_logprobs` and the teacher's prompt as
 `teacher_messages` (+ `tools`), `teacher_prompt_ids`, or neither (the teacher sees the student's prompt).
@@ -82,7 +83,8 @@ class DistillationStep:
             self.model, [(s["prompt_ids"], s["completion_ids"]) for s in samples], self.pad_id, self.device
         )
         student = torch.log_softmax(logits, -1)
-        tokens, rollout = self._completion_tensors(samples, mask.shape[1])
+        tokens, rollout, own = self._completion_tensors(samples, mask.shape[1])
+        mask = mask * own
         student_token = student.gather(-1, tokens.unsqueeze(-1)).squeeze(-1)
         teacher_token = teacher.gather(-1, tokens.unsqueeze(-1)).squeeze(-1)
         weights = torch.tensor([float(s.get("weight", 1.0)) for s in samples], device=self.device).unsqueeze(-1)
@@ -101,17 +103,24 @@ class DistillationStep:
         kl = divergences.masked_mean(divergences.sampled_reverse_kl(student_token, teacher_token), 1.0, mask)
         return loss, {"teacher_kl": float(kl.detach()), "teacher_s": round(teacher_s, 4)}
 
-    def _completion_tensors(self, samples: list[dict[str, Any]], width: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """Completion ids `[B, C]` (padding 0) and recorded log-probs `[B, C]` (NaN where none were recorded)."""
+    def _completion_tensors(
+        self, samples: list[dict[str, Any]], width: int
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Completion ids `[B, C]` (padding 0), recorded log-probs `[B, C]` (NaN where none were recorded) and the
+        sample's own `completion_mask` `[B, C]` (1 where absent: every completion token is the model's)."""
         tokens = torch.zeros((len(samples), width), dtype=torch.long)
         rollout = torch.full((len(samples), width), float("nan"))
+        own = torch.ones((len(samples), width))
         for row, sample in enumerate(samples):
             completion = sample["completion_ids"]
             tokens[row, : len(completion)] = torch.tensor(completion)
             recorded = sample.get("old_logprobs")
             if recorded:
-                rollout[row, : len(recorded)] = torch.tensor(recorded, dtype=torch.float32)
-        return tokens.to(self.device), rollout.to(self.device)
+                rollout[row, : len(recorded)] = torch.tensor(recorded[: len(completion)], dtype=torch.float32)
+            if sample.get("completion_mask") is not None:
+                given = sample["completion_mask"][: len(completion)]
+                own[row, : len(given)] = torch.tensor(given, dtype=torch.float32)
+        return tokens.to(self.device), rollout.to(self.device), own.to(self.device)
 
     def after_update(self) -> None:
         """After the optimizer step: the EMA teacher folds in the new weights."""

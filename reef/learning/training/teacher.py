@@ -89,7 +89,9 @@ class EmaTeacher(Teacher):
             from safetensors.torch import load_file
 
             loaded = load_file(str(saved))
-            self.weights = {name: loaded[name].to(live[name]) if name in loaded else live[name].clone() for name in live}
+            self.weights = {
+                name: loaded[name].to(live[name]) if name in loaded else live[name].clone() for name in live
+            }
         else:
             self.weights = {name: tensor.detach().clone() for name, tensor in live.items()}
         self._config = parent_dir / "adapter_config.json" if parent_dir is not None else None
@@ -124,7 +126,10 @@ class EmaTeacher(Teacher):
 
         directory = output_dir / EMA_DIR
         directory.mkdir(parents=True, exist_ok=True)
-        save_file({name: tensor.contiguous() for name, tensor in self.weights.items()}, str(directory / "adapter_model.safetensors"))
+        save_file(
+            {name: tensor.contiguous() for name, tensor in self.weights.items()},
+            str(directory / "adapter_model.safetensors"),
+        )
         config = output_dir / "adapter_config.json"
         (directory / "adapter_config.json").write_text(config.read_text() if config.exists() else json.dumps({}))
 

@@ -45,7 +45,9 @@ def parse_teacher(value: object) -> TeacherSpec:
     prefix, _, rest = text.partition(":")
     if prefix in ("release", "scenario"):
         if not rest:
-            raise BadRequest(f"{prefix}: needs a {'release id' if prefix == 'release' else 'scenario name'}", field=FIELD)
+            raise BadRequest(
+                f"{prefix}: needs a {'release id' if prefix == 'release' else 'scenario name'}", field=FIELD
+            )
         return TeacherSpec(prefix, rest)  # type: ignore[arg-type]
     path = Path(text).expanduser()
     if not path.is_dir():
