@@ -6,6 +6,8 @@ the teacher's prompt: the student's chat messages with a context block (`recipe_
 in a tool result. The training job appends the student's completion ids verbatim and runs the teacher pass
 (`reef.learning.training.distillation`).
 
+`recipe_config.context_as: turn` shows the block as an earlier assistant answer instead (`with_context`).
+
 `recipe_config.teacher` (see `reef.learning.training.teacher_spec`) is checked when the recipe is configured: a
 model directory whose tokenizer is not the student's is refused naming `recipe_config.teacher`; a release or
 scenario that does not exist is refused when the server starts (`check_teacher`) and again at each step.
@@ -28,12 +30,18 @@ from reef.recipes.weights import WeightsRecipe
 from reef.releases.base import ReleaseStore
 
 
-def with_context(messages: list[dict[str, Any]], block: str) -> list[dict[str, Any]]:
-    """`messages` with `block` appended to the last user message, or as a new user message after a tool result."""
+def with_context(messages: list[dict[str, Any]], block: str, placement: str = "message") -> list[dict[str, Any]]:
+    """`messages` with `block` appended to the last user message, or as a new user message after a tool result.
+
+    With `placement="turn"` the block is instead an earlier answer: the conversation, the block as the assistant's
+    reply, then the last user message asked again (a small model copies a shown answer far more readily than
+    it follows one described in the question; see NOTES-issue12.md)."""
     teacher = copy.deepcopy(messages)
     last = teacher[-1] if teacher else None
     if last is None or last.get("role") != "user":
         return [*teacher, {"role": "user", "content": block.strip()}]
+    if placement == "turn":
+        return [*teacher, {"role": "assistant", "content": block.strip()}, copy.deepcopy(last)]
     content = last.get("content")
     if isinstance(content, list):
         last["content"] = [*content, {"type": "text", "text": block}]
@@ -71,12 +79,15 @@ class DistillationRecipe(WeightsRecipe):
             raise BadRequest(
                 "the context template must be a string holding {context}", field="recipe_config.context_template"
             )
+        if self.config()["context_as"] not in ("message", "turn"):
+            raise BadRequest("context_as is 'message' or 'turn'", field="recipe_config.context_as")
 
     def config(self) -> dict[str, Any]:
         base = {
             "teacher": self.default_teacher,
             "divergence": self.default_divergence,
             "context_template": self.default_template,
+            "context_as": "message",
             "importance_cap": 2.0,
             "skip_first_tokens": 0,
             "top_k": 0,
@@ -87,6 +98,10 @@ class DistillationRecipe(WeightsRecipe):
 
     def context_block(self, context: str) -> str:
         return str(self.config()["context_template"]).replace("{context}", context)
+
+    def teacher_messages(self, messages: list[dict[str, Any]], context: str) -> list[dict[str, Any]]:
+        """The teacher's prompt: `messages` with `context` placed by `context_template` and `context_as`."""
+        return with_context(messages, self.context_block(context), str(self.config()["context_as"]))
 
     def check_teacher(self, releases: ReleaseStore, scenarios: Iterable[str]) -> None:
         """Refuse (BadRequest naming `recipe_config.teacher`) a teacher release or scenario that does not exist."""

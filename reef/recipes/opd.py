@@ -22,7 +22,7 @@ from typing import Any, ClassVar
 
 from reef.core.records import Record
 from reef.learning.report_schema import report_schema
-from reef.recipes.distillation import DistillationRecipe, text_field, with_context
+from reef.recipes.distillation import DistillationRecipe, text_field
 from reef.recipes.reports import ReportJoiningProcessor, Rollout
 from reef.recipes.sdft import require_references
 
@@ -75,8 +75,8 @@ class OPDProcessor(ReportJoiningProcessor):
             if any(not r.messages for r, _ in usable):
                 self.skip(record_ids, "no_messages")
                 return
-            block = self.recipe.context_block(context)
-            usable = [(r, {**s, "teacher_messages": with_context(r.messages or [], block)}) for r, s in usable]
+            teach = self.recipe.teacher_messages
+            usable = [(r, {**s, "teacher_messages": teach(r.messages or [], context)}) for r, s in usable]
         samples = [s for _, s in usable]
         if len(samples) > 1 and context is None:
             joined = multi_turn_sample(samples)

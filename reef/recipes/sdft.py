@@ -22,7 +22,7 @@ from typing import Any, ClassVar
 from reef.core.errors import BadRequest
 from reef.core.records import Record
 from reef.learning.report_schema import report_schema
-from reef.recipes.distillation import DistillationRecipe, text_field, with_context
+from reef.recipes.distillation import DistillationRecipe, text_field
 from reef.recipes.reports import ReportJoiningProcessor, Rollout
 from reef.recipes.sft import HELD_OUT_MAX_TOKENS
 
@@ -57,7 +57,7 @@ class SDFTProcessor(ReportJoiningProcessor):
         elif not rollouts[0].messages:
             self.skip(record_ids, "no_messages")
         else:
-            teacher_messages = with_context(rollouts[0].messages, self.recipe.context_block(context))
+            teacher_messages = self.recipe.teacher_messages(rollouts[0].messages, context)
             tools = {"tools": rollouts[0].tools} if rollouts[0].tools else {}
             self.add_unit(record_ids, [{**sample, "teacher_messages": teacher_messages, **tools}])
 

@@ -22,7 +22,7 @@ from typing import Any, ClassVar
 from reef.core.errors import BadRequest
 from reef.core.records import Record
 from reef.learning.report_schema import report_schema
-from reef.recipes.distillation import DistillationRecipe, text_field, with_context
+from reef.recipes.distillation import DistillationRecipe, text_field
 from reef.recipes.reports import ReportJoiningProcessor, Rollout
 from reef.recipes.rl import require_score
 
@@ -93,7 +93,7 @@ class SDPOProcessor(ReportJoiningProcessor):
             for index, attempt in enumerate(attempts):
                 context = teacher_context(attempts, index, self.threshold)
                 messages = attempt.rollout.messages or []
-                teacher = with_context(messages, self.recipe.context_block(context)) if context else messages
+                teacher = self.recipe.teacher_messages(messages, context) if context else messages
                 samples.append({**attempt.sample, "teacher_messages": teacher, "weight": 1.0 if context else 0.0})
         self.add_unit(record_ids, samples)
 

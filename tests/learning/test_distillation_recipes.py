@@ -47,6 +47,8 @@ def test_the_context_block_goes_on_the_last_user_message_or_after_a_tool_result_
     assert parts[-1]["content"][-1] == {"type": "text", "text": " hint"}
     after_tool = with_context([*QUESTION, {"role": "tool", "tool_call_id": "c", "content": "4"}], "\n\nhint")
     assert after_tool[-1] == {"role": "user", "content": "hint"} and len(after_tool) == 3
+    as_turn = with_context(QUESTION, "4", placement="turn")
+    assert as_turn == [*QUESTION, {"role": "assistant", "content": "4"}, *QUESTION]
     assert QUESTION == [{"role": "user", "content": "2+2?"}]  # the student's messages are not touched
 
 
