@@ -7,7 +7,7 @@ On the student's recorded rollout y ~ S, per token, the sampled-token reverse KL
 so each token is pushed up or down by how much more likely the student made it than the teacher would
 (a dense per-token reward −(log S − log T), no score needed); ι_t is the capped importance weight against the
 recorded log-probs. The teacher is `recipe_config.teacher` (required: `release:<id>`, `scenario:<name>` or a
-same-tokenizer model directory; `self` is allowed and pulls the adapter back to the base), frozen, prompted
+same-tokenizer model directory; `self` is accepted and pulls the adapter back toward the base), frozen, prompted
 like the student (or with `metadata.teacher_context` through `context_template`).
 
 Report: `references` citing the rollout(s); a `score` is stored, not used. With `accept_multi_turn`, a report
@@ -89,7 +89,7 @@ class OPDRecipe(DistillationRecipe):
 
     name: ClassVar[str] = "opd"
     loss_name: ClassVar[str] = "opd"
-    default_teacher: ClassVar[str] = "self"
+    default_teacher: ClassVar[str] = ""  # none: the teacher must be named
     default_divergence: ClassVar[str] = "sampled_reverse_kl"
     default_template: ClassVar[str] = "\n\n{context}"
 

@@ -83,9 +83,10 @@ def test_the_teacher_setting_is_parsed_and_a_bad_one_refused_naming_recipe_confi
         with pytest.raises(BadRequest) as error:
             parse_teacher(bad)
         assert error.value.field == "recipe_config.teacher"
-    with pytest.raises(BadRequest) as error:
-        load_recipe("opd", settings("opd", teacher="nowhere/at/all"))
-    assert error.value.field == "recipe_config.teacher"
+    for config in ({"teacher": "nowhere/at/all"}, {}):  # opd has no default teacher: it must be named
+        with pytest.raises(BadRequest) as error:
+            load_recipe("opd", settings("opd", **config))
+        assert error.value.field == "recipe_config.teacher"
 
 
 def test_an_unknown_teacher_release_is_refused_naming_recipe_config_teacher(tmp_path):
@@ -114,8 +115,8 @@ def test_the_turns_of_one_conversation_become_one_sample_that_trains_only_the_mo
 
 
 def test_the_opd_processor_trains_the_first_receipt_or_with_multi_turn_the_whole_conversation():
-    single = load_recipe("opd", settings("opd")).processor()
-    multi = load_recipe("opd", settings("opd", accept_multi_turn=True)).processor()
+    single = load_recipe("opd", settings("opd", teacher="self")).processor()
+    multi = load_recipe("opd", settings("opd", teacher="self", accept_multi_turn=True)).processor()
     for processor in (single, multi):
         processor.ingest(inference("t1", prompt=[1, 2, 3]))
         processor.ingest(inference("t2", prompt=[1, 2, 3, 4, 5, 6]))
@@ -125,7 +126,7 @@ def test_the_opd_processor_trains_the_first_receipt_or_with_multi_turn_the_whole
     (conversation,) = multi.build_batch().samples
     assert conversation["completion_ids"] == [4, 5, 6, 4, 5] and conversation["completion_mask"] == [1, 1, 0, 1, 1]
     with pytest.raises(BadRequest) as error:
-        load_recipe("opd", settings("opd")).validate_report({"score": 1.0})
+        load_recipe("opd", settings("opd", teacher="self")).validate_report({"score": 1.0})
     assert error.value.field == "references"
 
 
