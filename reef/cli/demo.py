@@ -138,8 +138,8 @@ def run_demo(args: argparse.Namespace) -> int:
         run.extra["teacher"] = teacher.final.score("partial") if teacher.final else None
         run.extra["teacher_exact"] = teacher.final.exact if teacher.final else None
         run.extra["teacher_run"] = teacher.to_json()
-    if code == 0:
-        code = _serve(run, profile, args, state_dir, port, validation, test, console, started)
+    if code == 0:  # the time budget covers this recipe's rounds (opd: not its teacher's)
+        code = _serve(run, profile, args, state_dir, port, validation, test, console, time.monotonic())
     if profile.recipe == "opd" and run.final is not None:
         run.extra["teacher_reverse_kl"] = teacher_kl_figures(state_dir, test, MEASURE_MAX_TOKENS, console)
     if args.compare == "sft" and profile.recipe == "sdft" and code == 0:
