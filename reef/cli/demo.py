@@ -132,9 +132,11 @@ def run_demo(args: argparse.Namespace) -> int:
         console.print(f"[bold]opd teacher[/]: training scenario {TEACHER_SCENARIO} with sft from the same base first")
         teacher = DemoRun(recipe="sft", metric="exact")
         teacher_args = argparse.Namespace(**{**vars(args), "rounds": args.teacher_rounds, "learning_rate": None})
+        teacher_started = time.monotonic()
         code = _serve(
-            teacher, PROFILES["sft"], teacher_args, state_dir, port, validation, test, console, time.monotonic()
+            teacher, PROFILES["sft"], teacher_args, state_dir, port, validation, test, console, teacher_started
         )
+        teacher.wall_s = time.monotonic() - teacher_started
         run.extra["teacher"] = teacher.final.score("partial") if teacher.final else None
         run.extra["teacher_exact"] = teacher.final.exact if teacher.final else None
         run.extra["teacher_run"] = teacher.to_json()
