@@ -2,7 +2,10 @@
 
 Runs two jobs through the backend and prints: job start overhead for the first job (which starts the fork
 server) and for a later one (forked warm), time per optimizer step, and the training process's peak RSS.
-Run: `python benchmarks/training_step.py [--steps 3]`.
+Then the distillation step (`sdft`'s forward KL, same samples) with each teacher: `self` (the base with the adapter
+off), `ema` (the adapter's moving average swapped in) and a release teacher (a second, frozen model): the step
+time, the teacher pass's share of it, and peak RSS, next to the plain `sft` step.
+Run: `python benchmarks/training_step.py [--steps 3] [--no-teachers]`.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from reef.core.settings import TrainingSettings
 from reef.inference.local.model_files import resolve_model_path
@@ -29,6 +33,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=default_threads())
     parser.add_argument("--rank", type=int, default=16)
     parser.add_argument("--model-cache", default="~/.cache/reef/models")
+    parser.add_argument("--no-teachers", action="store_true", help="skip the distillation steps")
     args = parser.parse_args()
 
     base = resolve_model_path("smollm2", Path(args.model_cache))
@@ -50,10 +55,12 @@ def main() -> None:
 
     backend = LocalProcessBackend(threads=args.threads)
 
-    def one_job(scratch: str, name: str) -> tuple[list[float], float, float, dict]:
+    def one_job(
+        scratch: str, name: str, loss: str = "sft", extra: dict | None = None
+    ) -> tuple[list[float], float, float, dict]:
         """(gaps between progress events, process start before the job function ran, job wall, metrics)."""
         arrivals: list[tuple[float, float]] = []
-        job = TrainingJob(base, None, samples, "sft", config, Path(scratch) / name)
+        job = TrainingJob(base, None, samples, loss, {**config, **(extra or {})}, Path(scratch) / name)
         started = time.perf_counter()
         result = backend.run(job, lambda event: arrivals.append((time.perf_counter(), event["elapsed_s"])))
         gaps = [b - a for a, b in zip([started, *(t for t, _ in arrivals)], (t for t, _ in arrivals), strict=False)]
@@ -64,6 +71,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as scratch:
         cold, cold_start_s, cold_total_s, metrics = one_job(scratch, "cold")  # starts the fork server (imports)
         warm, warm_start_s, warm_total_s, _ = one_job(scratch, "warm")  # forked warm, as every later step is
+        teachers = [] if args.no_teachers else teacher_rows(scratch, one_job, warm_start_s)
     # The first gap holds the start overhead and the first step; take the later steps as the step time.
     step_s = statistics.median(cold[1:] + warm[1:]) if len(cold) > 1 else cold[0]
     rows = [
@@ -83,10 +91,32 @@ def main() -> None:
         ),
         ("job wall incl. save (first / later)", f"{cold_total_s:.2f} s / {warm_total_s:.2f} s"),
         ("training process peak RSS", f"{metrics['peak_rss_mib'] / 1024:.2f} GiB"),
+        *teachers,
     ]
     width = max(len(name) for name, _ in rows)
     for name, value in rows:
         print(f"{name:<{width}}  {value}")
+
+
+def teacher_rows(scratch: str, one_job: Any, start_s: float) -> list[tuple[str, str]]:
+    """One warm `sdft` job per teacher kind: (row name, step time / teacher pass per step / peak RSS)."""
+    teacher_dir = Path(scratch) / "warm"  # the plain job's adapter stands in for another release
+    rows = []
+    for kind, extra in (
+        ("self", {"teacher": "self"}),
+        ("ema", {"teacher": "ema"}),
+        ("release", {"teacher": "release", "teacher_path": str(teacher_dir)}),
+    ):
+        gaps, _, _, metrics = one_job(scratch, f"teacher-{kind}", "sdft", {**extra, "importance_cap": 0})
+        step_s = statistics.median(gaps[1:]) if len(gaps) > 1 else gaps[0] - start_s
+        teacher_s = metrics["teacher_s"] / max(metrics["steps"], 1)
+        rows.append(
+            (
+                f"sdft step, teacher {kind}: step / teacher pass / peak RSS",
+                f"{step_s:.2f} s / {teacher_s:.2f} s / {metrics['peak_rss_mib'] / 1024:.2f} GiB",
+            )
+        )
+    return rows
 
 
 if __name__ == "__main__":

@@ -17,13 +17,15 @@ import signal
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 
 from reef.cli.demo_api import Answer, Measurement, ReefAPI
+from reef.cli.demo_distillation import TEACHER_SCENARIO, teacher_kl_figures
+from reef.cli.demo_phases import two_phases
 from reef.cli.demo_recipes import PROFILES, RecipeProfile
 from reef.cli.demo_report import write_report
 from reef.cli.demo_server import ReefServer, ServerFailed, free_port, serve_command
@@ -61,6 +63,11 @@ def add_demo_command(subparsers: Any) -> None:
     parser.add_argument("--learning-rate", type=float, help="override the recipe's training learning rate")
     parser.add_argument("--epochs", type=int, help="override the recipe's epochs per batch")
     parser.add_argument("--seed", type=int, default=0, help="task generation seed")
+    parser.add_argument("--single-phase", action="store_true", help="sdft: one phase on every family instead of two")
+    parser.add_argument("--compare", choices=["sft"], help="sdft: run the same stream with sft too")
+    parser.add_argument(
+        "--teacher-rounds", type=int, default=8, help="opd: sft rounds that train the teacher first (default 8)"
+    )
     parser.set_defaults(handler=run_demo)
 
 
@@ -77,6 +84,7 @@ class DemoRun:
     startup_s: float = 0.0
     settings: dict[str, Any] = dataclasses.field(default_factory=dict)
     error: str | None = None
+    extra: dict[str, Any] = dataclasses.field(default_factory=dict)  # a recipe's own figures (opd: its teacher)
 
     def to_json(self) -> dict[str, Any]:
         baseline = self.baseline.score(self.metric) if self.baseline else None
@@ -101,6 +109,7 @@ class DemoRun:
             "startup_s": round(self.startup_s, 1),
             "settings": self.settings,
             "error": self.error,
+            **self.extra,
         }
 
 
@@ -114,15 +123,53 @@ def run_demo(args: argparse.Namespace) -> int:
     state_dir = args.state_dir or Path(tempfile.mkdtemp(prefix="reef-demo-"))
     state_dir.mkdir(parents=True, exist_ok=True)
     port = args.port or free_port()
-    url = f"http://127.0.0.1:{port}"
     validation = generate("validation", VALIDATION_TASKS, seed=args.seed)
     test = generate("test", TEST_TASKS, seed=args.seed)
-    tasks_path = state_dir / "validation.jsonl"
-    _write_jsonl(tasks_path, [t.to_evaluation_row(profile.grading) for t in validation])
     _write_jsonl(state_dir / "test.jsonl", [t.to_evaluation_row() for t in test])
+    run = DemoRun(recipe=profile.recipe, metric=profile.grading)
+    code = 0
+    if profile.recipe == "opd":  # the teacher: an sft release on the same base, trained here first
+        console.print(f"[bold]opd teacher[/]: training scenario {TEACHER_SCENARIO} with sft from the same base first")
+        teacher = DemoRun(recipe="sft", metric="exact")
+        teacher_args = argparse.Namespace(**{**vars(args), "rounds": args.teacher_rounds, "learning_rate": None})
+        teacher_started = time.monotonic()
+        code = _serve(
+            teacher, PROFILES["sft"], teacher_args, state_dir, port, validation, test, console, teacher_started
+        )
+        teacher.wall_s = time.monotonic() - teacher_started
+        run.extra["teacher"] = teacher.final.score("partial") if teacher.final else None
+        run.extra["teacher_exact"] = teacher.final.exact if teacher.final else None
+        run.extra["teacher_run"] = teacher.to_json()
+    if code == 0:  # the time budget covers this recipe's rounds (opd: not its teacher's)
+        code = _serve(run, profile, args, state_dir, port, validation, test, console, time.monotonic())
+    if profile.recipe == "opd" and run.final is not None:
+        run.extra["teacher_reverse_kl"] = teacher_kl_figures(state_dir, test, MEASURE_MAX_TOKENS, console)
+    if args.compare == "sft" and profile.recipe == "sdft" and code == 0:
+        code = _compare(run, args, state_dir, validation, test, console)
+    run.wall_s = time.monotonic() - started
+    if not args.keep_state and args.state_dir is None:
+        shutil.rmtree(state_dir, ignore_errors=True)
+    _finish(run, args, console)
+    return code if run.error or run.final is not None else 1
+
+
+def _serve(
+    run: DemoRun,
+    profile: RecipeProfile,
+    args: argparse.Namespace,
+    state_dir: Path,
+    port: int,
+    validation: list[DemoTask],
+    test: list[DemoTask],
+    console: Console,
+    started: float,
+) -> int:
+    """Serve `profile`'s recipe on `state_dir`, measure, run the training rounds; the exit code (0: ran)."""
+    url = f"http://127.0.0.1:{port}"
+    tasks_path = state_dir / f"validation-{profile.recipe}.jsonl"
+    _write_jsonl(tasks_path, [t.to_evaluation_row(profile.grading) for t in validation])
     flags = profile.serve_flags(args.learning_rate, args.epochs)
     command = serve_command(profile.recipe, port, state_dir, tasks_path, profile.batch_size, flags)
-    run = DemoRun(recipe=profile.recipe, metric=profile.grading)
     run.settings = {
         "rounds": args.rounds,
         "time_budget_s": args.time_budget,
@@ -138,13 +185,17 @@ def run_demo(args: argparse.Namespace) -> int:
     }
     console.print(f"[bold]reef demo[/] · recipe {profile.recipe} · state {state_dir} · {url}")
     console.print(f"  {len(test)} held-out test tasks, {len(validation)} validation tasks for the learner's gate")
-    server = ReefServer(command, url, state_dir / "serve.log")
+    server = ReefServer(command, url, state_dir / f"serve-{profile.recipe}.log")
     code = 0
     try:
         with server:
             console.print("  starting reef serve (SmolLM2, SQLite, git) …")
             run.startup_s = server.wait_healthy(STARTUP_TIMEOUT_S)
-            asyncio.run(_rounds(run, profile, args, url, test, console, started))
+            if args.recipe == "sdft" and not args.single_phase:  # its --compare sft run too
+                make_run = lambda: DemoRun(recipe=profile.recipe, metric=profile.grading)  # noqa: E731
+                asyncio.run(two_phases(_rounds, make_run, run, profile, args, url, test, console, started))
+            else:
+                asyncio.run(_rounds(run, profile, args, url, test, console, started))
     except ServerFailed as exc:
         run.error = str(exc)
         console.print(f"[red]reef demo: {exc}[/]")
@@ -156,12 +207,30 @@ def run_demo(args: argparse.Namespace) -> int:
         run.error = f"{type(exc).__name__}: {exc}"
         console.print(f"[red]reef demo failed: {run.error}[/]\n{server.log_tail(15)}")
         code = 1
-    finally:
-        run.wall_s = time.monotonic() - started
-        if not args.keep_state and args.state_dir is None:
-            shutil.rmtree(state_dir, ignore_errors=True)
-    _finish(run, args, console)
-    return code if run.error or run.final is not None else 1
+    return code
+
+
+def _compare(
+    run: DemoRun,
+    args: argparse.Namespace,
+    state_dir: Path,
+    validation: list[DemoTask],
+    test: list[DemoTask],
+    console: Console,
+) -> int:
+    """The same stream with `sft` (fresh state, same tasks); `retention` and `gains` side by side in `run.extra`."""
+    console.print("[bold]--compare sft[/]: the same stream with sft, from the base")
+    (state_dir / "compare-sft").mkdir(parents=True, exist_ok=True)
+    other = DemoRun(recipe="sft", metric=run.metric)
+    code = _serve(other, PROFILES["sft"], args, state_dir / "compare-sft", free_port(), validation, test, console,
+                  time.monotonic())  # fmt: skip
+    runs = {"sdft": run, "sft": other}
+    phases = {name: r.extra.get("phases") or {} for name, r in runs.items()}
+    run.extra["retention"] = {name: p.get("retention") for name, p in phases.items()}
+    run.extra["retained_fraction"] = {name: p.get("retained_fraction") for name, p in phases.items()}
+    run.extra["gains"] = {name: r.to_json()["improvement"] for name, r in runs.items()}
+    run.extra["compare_sft"] = other.to_json()
+    return code
 
 
 async def _rounds(
@@ -180,7 +249,7 @@ async def _rounds(
         console.print(
             f"  [bold]baseline[/] held-out exact {run.baseline.exact:.2f}  partial {run.baseline.partial:.2f}"
         )
-        training = _training_tasks(profile, args.rounds, args.seed)
+        training = _training_tasks(profile, args.rounds, args.seed, getattr(args, "families", None))
         step = await api.last_step()
         round_s: list[float] = []
         for number in range(1, args.rounds + 1):
@@ -227,15 +296,17 @@ async def _one_round(
         sent += 1
         groups = [f"r{number}-{sent}-{i}" for i in range(len(batch))]
         jobs = [
-            (task, group) for task, group in zip(batch, groups, strict=True) for _ in range(profile.samples_per_prompt)
+            (task, group, k)
+            for task, group in zip(batch, groups, strict=True)
+            for k in range(profile.samples_per_prompt)
         ]
         got = await asyncio.gather(
-            *(api.chat(task, profile.temperature, profile.max_tokens, {"purpose": "training"}) for task, _ in jobs)
+            *(api.chat(task, profile.temperature, profile.max_tokens, {"purpose": "training"}) for task, _, _ in jobs)
         )
         await asyncio.gather(
             *(
-                api.report(profile.score(answer), answer.receipt, profile.metadata(answer, group))
-                for answer, (_, group) in zip(got, jobs, strict=True)
+                api.report(profile.score(answer), answer.receipt, profile.metadata(answer, group, k))
+                for answer, (_, group, k) in zip(got, jobs, strict=True)
             )
         )
         answers.extend(got)
@@ -275,9 +346,11 @@ def _interrupt(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
 
 
-def _training_tasks(profile: RecipeProfile, rounds: int, seed: int) -> Iterator[list[DemoTask]]:
-    """Endless rounds of training prompts: distinct while the pools last, then reused."""
-    pool = generate("train", max(rounds * profile.prompts_per_round * 2, 64), seed=seed)
+def _training_tasks(
+    profile: RecipeProfile, rounds: int, seed: int, families: Sequence[str] | None = None
+) -> Iterator[list[DemoTask]]:
+    """Endless rounds of training prompts (of `families`, or all): distinct while the pools last, then reused."""
+    pool = generate("train", max(rounds * profile.prompts_per_round * 2, 64), seed=seed, families=families)
     index = 0
     while True:
         batch = [pool[(index + i) % len(pool)] for i in range(profile.prompts_per_round)]

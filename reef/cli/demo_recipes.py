@@ -8,6 +8,7 @@ import os
 from typing import Any
 
 from reef.cli.demo_api import Answer
+from reef.cli.demo_distillation import TEACHER_SCENARIO
 from reef.cli.demo_tasks import is_exact, partial_credit
 
 
@@ -38,19 +39,22 @@ class RecipeProfile:
         `exact` for sft; `partial` (see `partial_credit`) for the RL recipes, so they have a signal while
         exact answers are still rare. Both figures are measured and reported either way.
         """
-        return "exact" if self.recipe == "sft" else "partial"
+        return "exact" if self.recipe in DEMONSTRATED else "partial"
 
     def score(self, answer: Answer) -> float:
         """SFT reports whether the answer was exactly right; RL recipes get partial credit (see `partial_credit`)."""
-        if self.recipe == "sft":
+        if self.recipe in DEMONSTRATED:
             return float(is_exact(answer.task, answer.text))
         return partial_credit(answer.task, answer.text)
 
-    def metadata(self, answer: Answer, group: str | None) -> dict[str, Any]:
-        if self.recipe == "sft":
+    def metadata(self, answer: Answer, group: str | None, rollout: int = 0) -> dict[str, Any]:
+        if self.recipe in DEMONSTRATED:
             return {"demonstration": answer.task.answer}
         if self.recipe == "grpo" and group is not None:
             return {"group": group}
+        if self.recipe == "sdpo" and group is not None:
+            # A round's send is one grid (`step`): its prompts are the groups, their samples the attempts.
+            return {"step": group.rsplit("-", 1)[0], "group": group, "rollout": rollout}
         # The task family: `rl` keeps a running baseline per family (`baseline_by: task`).
         return {"task": answer.task.family}
 
@@ -77,6 +81,11 @@ class RecipeProfile:
         return flags
 
 
+DEMONSTRATED = ("sft", "sdft")  # recipes whose reports carry the right answer; graded by exact match
+# The distillation teacher sees a demonstration as an earlier answer in the conversation: base SmolLM2 answers
+# 0.71 of the training prompts exactly when shown one that way, 0.00 when it is described in the question.
+SHOWN_AS_TURN = {"context_as": "turn", "context_template": "{context}"}
+
 PROFILES: dict[str, RecipeProfile] = {
     # Greedy answers; the report carries the right answer as the demonstration.
     "sft": RecipeProfile(
@@ -95,5 +104,20 @@ PROFILES: dict[str, RecipeProfile] = {
     "grpo": RecipeProfile(
         "grpo", prompts_per_round=2, samples_per_prompt=4, temperature=0.7, max_tokens=12,
         learning_rate=1e-3, epochs=2, batch_size=8, recipe_config={"group_size": 4},
+    ),
+    # Greedy rollouts like sft; the report's demonstration reaches the (frozen, base) teacher, not the loss.
+    "sdft": RecipeProfile(
+        "sdft", prompts_per_round=8, samples_per_prompt=1, temperature=0.0, max_tokens=8,
+        learning_rate=1e-3, epochs=2, batch_size=8, recipe_config=SHOWN_AS_TURN,
+    ),
+    # One grid a round: 4 prompts × 4 sampled attempts; a sibling's successful answer is each attempt's context.
+    "sdpo": RecipeProfile(
+        "sdpo", prompts_per_round=4, samples_per_prompt=4, temperature=0.7, max_tokens=12,
+        learning_rate=1e-3, epochs=1, batch_size=16, recipe_config={**SHOWN_AS_TURN, "groups": 4, "rollouts": 4},
+    ),
+    # Sampled rollouts graded token by token by a teacher the demo first trains with sft (scenario demo-sft).
+    "opd": RecipeProfile(
+        "opd", prompts_per_round=8, samples_per_prompt=1, temperature=0.7, max_tokens=12,
+        learning_rate=1e-3, epochs=2, batch_size=8, recipe_config={"teacher": f"scenario:{TEACHER_SCENARIO}"},
     ),
 }  # fmt: skip

@@ -2,8 +2,8 @@
 
 A recipe may define `async grow(batch, parent_dir, ctx) -> (candidate_dir, metrics)` (harness recipes write a
 directory of files). Recipes without one are weights recipes: their batch becomes a `TrainingJob`
-(`recipe.loss_name`, `recipe.training_config()`) run by `settings.training.backend` in a worker thread, so the
-event loop keeps serving while the model trains.
+(`recipe.loss_name`, `recipe.training_config()`; `recipe.prepare_job(job, ctx)` may complete it), run by
+`settings.training.backend` in a worker thread, so the event loop keeps serving while the model trains.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from reef.core.releases import Release
 from reef.core.settings import Settings
 from reef.inference.base import Engine
 from reef.learning.base import Batch, Recipe, TrainingBackend, TrainingJob, TrainingResult
+from reef.releases.base import ReleaseStore
 from reef.storage.base import RecordStore
 
 log = logging.getLogger(__name__)
@@ -33,6 +34,7 @@ class GrowContext:
     `work_dir` is an empty directory owned by this step (deleted after it); write the candidate inside it.
     `progress(event)` reports per-step events (e.g. `{"step": 3, "loss": 1.2}`) to the log and `/reef/status`.
     `backend_factory()` opens the deployment's training backend, for a recipe whose own `grow` trains weights.
+    `releases` lets a recipe read other releases (a distillation teacher); None where a caller has no store.
     """
 
     scenario: str
@@ -44,6 +46,7 @@ class GrowContext:
     current_release: Release | None
     progress: Progress
     backend_factory: Callable[[], TrainingBackend] | None = None
+    releases: ReleaseStore | None = None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -68,6 +71,9 @@ async def grow(
     make_job = getattr(recipe, "training_job", None)
     if callable(make_job):
         job = make_job(batch, base_path, parent_adapter, output_dir)
+        prepare = getattr(recipe, "prepare_job", None)
+        if callable(prepare):  # a recipe that must resolve more inputs (a teacher release) does it here
+            job = await asyncio.to_thread(prepare, job, ctx)
     else:
         job = TrainingJob(
             base_model_path=base_path,

@@ -214,6 +214,7 @@ class Learner:
         """Run one step now if a batch can be built; the step's commit as JSON, or None if nothing was ready."""
         async with self._step_lock:
             await self._pull()
+            await self._discard()
             assert self._processor is not None
             if self._processor.ready() == 0:
                 return None
@@ -248,6 +249,8 @@ class Learner:
                     await self._sleep(poll_s)
                     continue
                 await self._pull()
+                async with self._step_lock:
+                    await self._discard()
                 assert self._processor is not None
                 still_blocked = self._blocked is not None and self.gate.blocker(self._processor) is not None
                 # A processor may count units coarser than samples (grpo: whole groups); it says how many make a batch.
@@ -329,7 +332,8 @@ class Learner:
             self.records,
             trained_from,
             self._progress,
-            self._backend_factory,
+            backend_factory=self._backend_factory,
+            releases=self.releases,
         )
         with tracing.span("reef.learner.train", recipe=self.recipe.name, trained_from=release_id_of(trained_from)):
             candidate = await grow(self.recipe, batch, parent_dir, ctx, self._backend_factory)
@@ -467,6 +471,15 @@ class Learner:
         commit = self._commit(self._step + 1, "skipped", None, NO_PARENTS, unjudged(reason), [])
         await asyncio.to_thread(self.commits.append, commit)
         self._step, self._last_commit = commit.step, commit
+
+    async def _discard(self) -> None:
+        """Commit what the processor dropped on its own (an sdpo grid spanning releases) as skipped, consuming it."""
+        drain = getattr(self._processor, "discarded", None)
+        for reason, record_ids in drain() if callable(drain) else []:
+            commit = self._commit(self._step + 1, "skipped", None, NO_PARENTS, unjudged(reason), record_ids)
+            await asyncio.to_thread(self.commits.append, commit)
+            await asyncio.to_thread(self.records.mark_consumed, record_ids, commit.step)
+            self._step, self._last_commit = commit.step, commit
 
     def gate_tasks(self) -> GateTasks:
         """What the gate judges on now: the scenario's own tasks (API, file), else its held-out split."""

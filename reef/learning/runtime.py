@@ -106,6 +106,9 @@ class Runtime:
     async def start(self) -> None:
         """Serve each live scenario's head release, then start (and resume) its learner."""
         scenarios = await asyncio.to_thread(self.records.scenarios)
+        check_teacher = getattr(self.recipe, "check_teacher", None)
+        if callable(check_teacher):  # a distillation teacher release must exist before anything trains on it
+            await asyncio.to_thread(check_teacher, self.release_store, [info.name for info in scenarios])
         for info in scenarios:
             await self._bring_up(info.name)
         self._started = True

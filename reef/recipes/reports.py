@@ -40,6 +40,8 @@ class Rollout:
     messages: list[dict[str, Any]] | None
     tools: Any
     tags: dict[str, Any]
+    release_id: str | None = None  # the release that served it
+    answer: str | None = None  # the assistant's text (chat dialect), for recipes that show it to a teacher
 
     @classmethod
     def from_record(cls, record: Record) -> Rollout:
@@ -57,6 +59,8 @@ class Rollout:
             messages=request.get("messages") if chat else None,
             tools=request.get("tools") if chat else None,
             tags=dict(tags),
+            release_id=record.release_id(),
+            answer=_answer_text(payload.get("response")) if chat else None,
         )
 
     def policy_sample(self) -> dict[str, Any] | None:
@@ -74,6 +78,14 @@ class Rollout:
         if self.messages:
             return {"messages": self.messages, **({"tools": self.tools} if self.tools else {})}
         return None
+
+
+def _answer_text(response: Any) -> str | None:
+    """The first choice's message text of a chat completion, or None."""
+    choices = response.get("choices") if isinstance(response, dict) else None
+    message = (choices[0] or {}).get("message") if isinstance(choices, list) and choices else None
+    content = message.get("content") if isinstance(message, dict) else None
+    return content if isinstance(content, str) else None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -112,3 +112,32 @@ def test_the_intervals_of_a_held_out_score() -> None:
     low, high = mean_interval([0.2, 0.4, 0.6, 0.8])
     assert low == pytest.approx(0.247, abs=0.001) and high == pytest.approx(0.753, abs=0.001)
     assert mean_interval([1.0]) == (0.0, 1.0)
+
+
+def test_the_distillation_profiles_report_what_their_recipes_need() -> None:
+    task = DemoTask("city", "Which city is mentioned: 'We flew to Rome in May.'", "Rome")
+    answer = Answer(task, "Rome", "rec_1", None)
+    assert PROFILES["sdft"].metadata(answer, None) == {"demonstration": "Rome"} and PROFILES["sdft"].grading == "exact"
+    assert PROFILES["sdpo"].metadata(answer, "r3-1-2", 3) == {"step": "r3-1", "group": "r3-1-2", "rollout": 3}
+    sdpo = PROFILES["sdpo"]
+    assert sdpo.recipe_config["groups"] * sdpo.recipe_config["rollouts"] == sdpo.batch_size and sdpo.temperature > 0
+    assert PROFILES["opd"].recipe_config["teacher"] == "scenario:demo-sft"
+
+
+def test_the_two_phase_figures_say_what_was_learned_and_what_was_kept() -> None:
+    from types import SimpleNamespace
+
+    from reef.cli.demo_api import Measurement
+    from reef.cli.demo_phases import FIRST, SECOND, phase_figures, split_by_phase
+    from reef.cli.demo_tasks import generate
+
+    first, second = split_by_phase(generate("test", 35))
+    assert {t.family for t in first} == set(FIRST) and {t.family for t in second} == set(SECOND)
+
+    def measured(score: float) -> Measurement:
+        return Measurement(exact=score, partial=score, by_family={}, release_id=None, wall_s=0.0)
+
+    one = SimpleNamespace(baseline=measured(0.0), final=measured(0.6))
+    two = SimpleNamespace(baseline=measured(0.1), final=measured(0.5))
+    figures = phase_figures(one, measured(0.1), two, measured(0.45), "exact")
+    assert figures["learning"] == 0.4 and figures["retention"] == 0.45 and figures["retained_fraction"] == 0.75

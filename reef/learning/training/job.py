@@ -2,6 +2,7 @@
 
 The one function both backends launch (`local`: in a subprocess, `ray`: as a Ray task).
 `job.config` carries the `TrainingSettings` fields plus the recipe's own (`clip_low`, `kl_coef`, …).
+The distillation losses (`sdft`, `sdpo`, `opd`) add a teacher pass per micro-batch (`distillation`).
 """
 
 from __future__ import annotations
@@ -17,12 +18,14 @@ import torch
 
 from reef.core.settings import TrainingSettings
 from reef.learning.base import TrainingJob, TrainingResult
+from reef.learning.training.distillation import DISTILLATION_LOSSES, DistillationStep, with_teacher_prompt
 from reef.learning.training.losses import resolve_loss
 from reef.learning.training.samples import collate, token_logprobs, tokenize_sample
 
 DEFAULT_LEARNING_RATE = TrainingSettings.model_fields["learning_rate"].default
 
 Progress = Callable[[dict[str, Any]], None]
+StepLoss = Callable[[list[dict[str, Any]]], tuple[torch.Tensor, dict[str, Any]]]
 
 
 def run_training_job(job: TrainingJob, progress: Progress | None = None) -> TrainingResult:
@@ -33,10 +36,13 @@ def run_training_job(job: TrainingJob, progress: Progress | None = None) -> Trai
     random.seed(seed)
     torch.manual_seed(seed)
     model, tokenizer, device = load_trainable_model(job)
-    loss_fn = resolve_loss(job.loss)
-    kl_coef = float(config.get("kl_coef", 0.0))
     max_seq_len = int(config.get("max_seq_len", 512))
     samples = [tokenize_sample(s, tokenizer, max_seq_len) for s in job.samples]
+    distill = None
+    if job.loss in DISTILLATION_LOSSES:
+        samples = [with_teacher_prompt(s, tokenizer, max_seq_len) for s in samples]
+        distill = DistillationStep.open(config, model, tokenizer, device, job.base_model_path, job.parent_adapter_path)
+    plain = plain_loss(job, model, tokenizer, device)
     micro = int(config.get("micro_batch_size", 8))
     optimizer = torch.optim.AdamW(
         [p for p in model.parameters() if p.requires_grad], lr=float(config.get("learning_rate", DEFAULT_LEARNING_RATE))
@@ -48,18 +54,15 @@ def run_training_job(job: TrainingJob, progress: Progress | None = None) -> Trai
     for epoch in range(int(config.get("epochs", 1))):
         order.shuffle(samples)
         for first in range(0, len(samples), micro):
-            batch = collate(samples[first : first + micro], tokenizer.pad_token_id, device)
-            logprobs = token_logprobs(model, batch)
-            ref_logprobs = None
-            if kl_coef:
-                with torch.no_grad(), model.disable_adapter():
-                    ref_logprobs = token_logprobs(model, batch)
-            loss = loss_fn(batch, logprobs, ref_logprobs, config)
+            chunk = samples[first : first + micro]
+            loss, extra = distill.loss(chunk) if distill is not None else plain(chunk)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()
+            if distill is not None:
+                distill.after_update()
             losses.append(float(loss.detach()))
-            tokens += int(batch["attention_mask"].sum())
+            tokens += sum(len(s["prompt_ids"]) + len(s["completion_ids"]) for s in chunk)
             if progress is not None:
                 progress(
                     {
@@ -68,10 +71,13 @@ def run_training_job(job: TrainingJob, progress: Progress | None = None) -> Trai
                         "loss": losses[-1],
                         "tokens": tokens,
                         "elapsed_s": round(time.perf_counter() - started, 3),
+                        **extra,
                     }
                 )
     job.output_dir.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(job.output_dir, safe_serialization=True)
+    if distill is not None:
+        distill.save(job.output_dir)
     if config.get("full_finetune"):
         tokenizer.save_pretrained(job.output_dir)  # full weights make a standalone model directory
     metrics = {
@@ -85,7 +91,27 @@ def run_training_job(job: TrainingJob, progress: Progress | None = None) -> Trai
         "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
         "pid": os.getpid(),
     }
+    if distill is not None:
+        metrics.update(teacher=distill.teacher.kind, teacher_s=round(distill.teacher_s, 3))
     return TrainingResult(adapter_path=job.output_dir, metrics=metrics)
+
+
+def plain_loss(job: TrainingJob, model: Any, tokenizer: Any, device: str) -> StepLoss:
+    """The loss of the recipes that score the recorded tokens alone (`sft`, `rl`, `grpo`, a dotted function)."""
+    loss_fn = resolve_loss(job.loss) if job.loss not in DISTILLATION_LOSSES else None
+    kl_coef = float(job.config.get("kl_coef", 0.0))
+
+    def step(chunk: list[dict[str, Any]]) -> tuple[torch.Tensor, dict[str, Any]]:
+        assert loss_fn is not None
+        batch = collate(chunk, tokenizer.pad_token_id, device)
+        logprobs = token_logprobs(model, batch)
+        ref_logprobs = None
+        if kl_coef:
+            with torch.no_grad(), model.disable_adapter():
+                ref_logprobs = token_logprobs(model, batch)
+        return loss_fn(batch, logprobs, ref_logprobs, job.config), {}
+
+    return step
 
 
 def load_trainable_model(job: TrainingJob) -> tuple[Any, Any, str]:

@@ -1,0 +1,111 @@
+"""`opd` (on-policy distillation): a frozen teacher grades every token the student itself sampled.
+
+On the student's recorded rollout y ~ S, per token, the sampled-token reverse KL in its score-function form:
+
+    L = Σ_t ι_t · sg(log S(y_t) − log T(y_t)) · log S(y_t) / |y|
+
+so each token is pushed up or down by how much more likely the student made it than the teacher would
+(a dense per-token reward −(log S − log T), no score needed); ι_t is the capped importance weight against the
+recorded log-probs. The teacher is `recipe_config.teacher` (required: `release:<id>`, `scenario:<name>` or a
+same-tokenizer model directory; `self` is accepted and pulls the adapter back toward the base), frozen, prompted
+like the student (or with `metadata.teacher_context` through `context_template`).
+
+Report: `references` citing the rollout(s); a `score` is stored, not used. With `accept_multi_turn`, a report
+citing several receipts of one conversation trains them as one multi-turn sample (`multi_turn_sample`); without
+it, only the first cited receipt is trained on.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, ClassVar
+
+from reef.core.records import Record
+from reef.learning.report_schema import report_schema
+from reef.recipes.distillation import DistillationRecipe, text_field
+from reef.recipes.reports import ReportJoiningProcessor, Rollout
+from reef.recipes.sdft import require_references
+
+
+def multi_turn_sample(samples: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The turns of one conversation as one sample: the first turn's prompt, then every later token, with a
+    `completion_mask` of 1 on the model's own tokens only (the user and tool turns between are context).
+
+    Turn k + 1's recorded prompt must extend turn k's prompt and completion (the chat template rendered the
+    earlier answer back as the same tokens); None when it does not, and the turns are trained one by one instead.
+    """
+    first = samples[0]
+    sequence = [*first["prompt_ids"], *first["completion_ids"]]
+    completion_mask = [1] * len(first["completion_ids"])
+    logprobs = [*first["old_logprobs"]]
+    for turn in samples[1:]:
+        prompt = list(turn["prompt_ids"])
+        if prompt[: len(sequence)] != sequence:
+            return None
+        between = prompt[len(sequence) :]
+        sequence = [*prompt, *turn["completion_ids"]]
+        completion_mask += [0] * len(between) + [1] * len(turn["completion_ids"])
+        logprobs += [math.nan] * len(between) + list(turn["old_logprobs"])
+    completion = sequence[len(first["prompt_ids"]) :]
+    return {
+        "prompt_ids": first["prompt_ids"],
+        "completion_ids": completion,
+        "old_logprobs": logprobs,
+        "completion_mask": completion_mask,
+    }
+
+
+class OPDProcessor(ReportJoiningProcessor):
+    """One unit per report: its rollout (or its conversation's turns), the teacher prompted like the student."""
+
+    def __init__(self, units_per_batch: int, recipe: OPDRecipe) -> None:
+        super().__init__(units_per_batch)
+        self.recipe = recipe
+        self.multi_turn = bool(recipe.config()["accept_multi_turn"])
+
+    def join(self, report: Record, rollouts: list[Rollout]) -> None:
+        record_ids = [report.agent_record_id, *(r.record_id for r in rollouts)]
+        cited = rollouts if self.multi_turn else rollouts[:1]
+        usable = [(r, s) for r, s in ((r, r.policy_sample()) for r in cited) if s is not None]
+        if not usable or len(usable) != len(cited):
+            self.skip(record_ids, "no_training_capture" if rollouts else "no_references")
+            return
+        context = text_field(((report.payload or {}).get("metadata") or {}).get("teacher_context"))
+        if context is not None:
+            if any(not r.messages for r, _ in usable):
+                self.skip(record_ids, "no_messages")
+                return
+            teach = self.recipe.teacher_messages
+            usable = [(r, {**s, "teacher_messages": teach(r.messages or [], context)}) for r, s in usable]
+        samples = [s for _, s in usable]
+        if len(samples) > 1 and context is None:
+            joined = multi_turn_sample(samples)
+            samples = [joined] if joined is not None else samples
+        self.add_unit(record_ids, samples)
+
+
+class OPDRecipe(DistillationRecipe):
+    """On-policy distillation from a frozen teacher, on the student's own rollouts."""
+
+    name: ClassVar[str] = "opd"
+    loss_name: ClassVar[str] = "opd"
+    default_teacher: ClassVar[str] = ""  # none: the teacher must be named
+    default_divergence: ClassVar[str] = "sampled_reverse_kl"
+    default_template: ClassVar[str] = "\n\n{context}"
+
+    def config(self) -> dict[str, Any]:
+        return {"accept_multi_turn": False, **super().config()}
+
+    def validate_report(self, report: dict[str, Any]) -> None:
+        require_references(report)
+
+    def report_schema(self) -> dict[str, Any]:
+        schema = report_schema(required=("references",))
+        schema["properties"]["references"]["minItems"] = 1
+        return schema
+
+    def processor(self) -> OPDProcessor:
+        return OPDProcessor(self.settings.learning.batch_size, self)
+
+
+RECIPE = OPDRecipe

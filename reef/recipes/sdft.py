@@ -1,0 +1,117 @@
+"""`sdft` (self-distillation fine-tuning): learn a demonstration through the model's own rollout.
+
+Instead of imitating the demonstration token by token (`sft`), the student keeps its own recorded rollout y and
+learns, at each of its tokens, the distribution the teacher gives there when the demonstration is in its context:
+
+    L = Σ_t ι_t · KL(T(· | x ⊕ c, y_<t) ‖ S(· | x, y_<t)) / |y|        (forward KL by default; `divergence`)
+
+with x the student's prompt, c the context block (`context_template` around the report's text), T the teacher
+(`self` by default: the base model with the adapter disabled, frozen; `ema` optional) and ι_t the capped
+importance weight against the recorded log-probs. Because the targets are the model's own distribution nudged
+by context rather than foreign text, SDFT is reported to forget less of what the model already did than SFT.
+
+Report: `metadata.teacher_context` (a string) or `metadata.demonstration` (a string, or `{"content": …}`), and
+`references` citing the answered inference (the first is used; it needs the local engine's token capture and
+chat messages). One unit per report. A held-out report with a `demonstration` becomes a gate task (`f1`).
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from reef.core.errors import BadRequest
+from reef.core.records import Record
+from reef.learning.report_schema import report_schema
+from reef.recipes.distillation import DistillationRecipe, text_field
+from reef.recipes.reports import ReportJoiningProcessor, Rollout
+from reef.recipes.sft import HELD_OUT_MAX_TOKENS
+
+
+def context_of(report: dict[str, Any]) -> str | None:
+    """The report's teacher context: `metadata.teacher_context`, else `metadata.demonstration`; None if neither."""
+    metadata = report.get("metadata") or {}
+    return text_field(metadata.get("teacher_context")) or text_field(metadata.get("demonstration"))
+
+
+def require_references(report: dict[str, Any]) -> None:
+    references = report.get("references")
+    if not isinstance(references, list) or not references:
+        raise BadRequest("this recipe needs the receipt of the answered inference", field="references")
+
+
+class SDFTProcessor(ReportJoiningProcessor):
+    """One unit per report: the cited rollout, with the teacher's prompt carrying the report's context."""
+
+    def __init__(self, units_per_batch: int, recipe: SDFTRecipe) -> None:
+        super().__init__(units_per_batch)
+        self.recipe = recipe
+
+    def join(self, report: Record, rollouts: list[Rollout]) -> None:
+        record_ids = [report.agent_record_id, *(r.record_id for r in rollouts)]
+        context = context_of(report.payload or {})
+        sample = rollouts[0].policy_sample() if rollouts else None
+        if context is None:
+            self.skip(record_ids, "no_context")
+        elif sample is None:
+            self.skip(record_ids, "no_training_capture" if rollouts else "no_references")
+        elif not rollouts[0].messages:
+            self.skip(record_ids, "no_messages")
+        else:
+            teacher_messages = self.recipe.teacher_messages(rollouts[0].messages, context)
+            tools = {"tools": rollouts[0].tools} if rollouts[0].tools else {}
+            self.add_unit(record_ids, [{**sample, "teacher_messages": teacher_messages, **tools}])
+
+    def gate_task(self, report: Record, rollouts: list[Rollout]) -> dict[str, Any] | None:
+        """A held-out report with a `demonstration` (a known answer) on a chat prompt without tools, scored by `f1`."""
+        demonstration = text_field(((report.payload or {}).get("metadata") or {}).get("demonstration"))
+        if demonstration is None or not rollouts or not rollouts[0].messages or rollouts[0].tools:
+            return None
+        return {
+            "id": report.agent_record_id,
+            "messages": rollouts[0].messages,
+            "checker": "f1",
+            "answer": demonstration,
+            "max_tokens": min(len(demonstration) // 3 + 16, HELD_OUT_MAX_TOKENS),
+        }
+
+
+class SDFTRecipe(DistillationRecipe):
+    """Self-distillation fine-tuning on demonstrations (or hints) carried by reports."""
+
+    name: ClassVar[str] = "sdft"
+    loss_name: ClassVar[str] = "sdft"
+    default_teacher: ClassVar[str] = "self"
+    default_divergence: ClassVar[str] = "forward_kl"
+    default_template: ClassVar[str] = "\n\nThe correct reply is:\n{context}"
+
+    def validate_report(self, report: dict[str, Any]) -> None:
+        if context_of(report) is None:
+            raise BadRequest(
+                "the sdft recipe needs metadata.teacher_context (or metadata.demonstration), a non-empty string",
+                field="metadata.teacher_context",
+            )
+        require_references(report)
+
+    def report_schema(self) -> dict[str, Any]:
+        text = {"type": "string", "minLength": 1}
+        schema = report_schema(required=("references", "metadata"))
+        schema["properties"]["references"]["minItems"] = 1
+        schema["properties"]["metadata"].update(
+            {
+                "properties": {
+                    "teacher_context": {**text, "description": "what the teacher sees besides the prompt"},
+                    "demonstration": {
+                        "type": ["string", "object"],
+                        "description": "the answer the model should have given (or {content: …})",
+                    },
+                },
+                "anyOf": [{"required": ["teacher_context"]}, {"required": ["demonstration"]}],
+            }
+        )
+        return schema
+
+    def processor(self) -> SDFTProcessor:
+        return SDFTProcessor(self.settings.learning.batch_size, self)
+
+
+RECIPE = SDFTRecipe

@@ -1,0 +1,152 @@
+"""`sdpo` (self-distillation policy optimization): a grid of attempts teaches itself from its own successes.
+
+A grid is G prompts (`groups`) × R attempts (`rollouts`) sampled from one release; each attempt is reported with
+its `score` and `metadata.{step, group, rollout}`. The processor waits for the complete grid of a `step`. A grid
+whose attempts were served by more than one release is discarded (a skipped commit says why: its attempts are
+not samples of one policy). For each attempt, the teacher's context is the answer of the first *other* attempt of
+its group (by `rollout`) whose score ≥ `success_threshold`, plus the report's `feedback` text if any (environment
+feedback); an attempt with neither trains with weight 0. The score only selects demonstrations: it never enters
+the loss, which is
+
+    L = Σ_{b,t} w_b · ι_t · JSD_β(T(· | x ⊕ c_b, y_<t), S(· | x, y_<t)) / Σ |y_b|
+
+over the student's top-k tokens plus a tail bucket (β = 0.5, k = 100), with the `ema` teacher (rate ρ = 0.05,
+kept in each release under `ema/`). One unit per grid; a batch holds max(1, batch_size // (G·R)) grids.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, ClassVar
+
+from reef.core.errors import BadRequest
+from reef.core.records import Record
+from reef.learning.report_schema import report_schema
+from reef.recipes.distillation import DistillationRecipe, text_field
+from reef.recipes.reports import ReportJoiningProcessor, Rollout
+from reef.recipes.rl import require_score
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Attempt:
+    """One reported attempt of a grid."""
+
+    record_ids: list[str]
+    rollout: Rollout
+    sample: dict[str, Any]
+    score: float
+    feedback: str | None
+
+
+def teacher_context(attempts: list[Attempt], index: int, threshold: float) -> str | None:
+    """The context for `attempts[index]`: the first other successful attempt's answer, then its feedback; or None."""
+    demonstration = next(
+        (a.rollout.answer for i, a in enumerate(attempts) if i != index and a.score >= threshold and a.rollout.answer),
+        None,
+    )
+    feedback = attempts[index].feedback
+    parts = [demonstration] if demonstration else []
+    if feedback:
+        parts.append(f"(Feedback on an earlier reply: {feedback})")
+    return "\n".join(parts) if parts else None
+
+
+class SDPOProcessor(ReportJoiningProcessor):
+    """Collects attempts by grid (`metadata.step`); a complete grid of one release becomes one unit."""
+
+    def __init__(self, units_per_batch: int, recipe: SDPORecipe) -> None:
+        super().__init__(units_per_batch)
+        self.recipe = recipe
+        config = recipe.config()
+        self.groups, self.rollouts = int(config["groups"]), int(config["rollouts"])
+        self.threshold = float(config["success_threshold"])
+        self._grids: dict[str, dict[tuple[str, int], Attempt]] = {}
+        self._discarded: list[tuple[str, list[str]]] = []
+
+    def join(self, report: Record, rollouts: list[Rollout]) -> None:
+        payload = report.payload or {}
+        record_ids = [report.agent_record_id, *(r.record_id for r in rollouts)]
+        sample = rollouts[0].policy_sample() if rollouts else None
+        if sample is None or not rollouts[0].messages:
+            self.skip(record_ids, "no_training_capture" if rollouts else "no_references")
+            return
+        metadata = payload.get("metadata") or {}
+        feedback = text_field(payload.get("feedback"))
+        attempt = Attempt(record_ids, rollouts[0], sample, float(payload["score"]), feedback)
+        grid = self._grids.setdefault(str(metadata["step"]), {})
+        grid[(str(metadata["group"]), int(metadata["rollout"]))] = attempt
+        if len(grid) >= self.groups * self.rollouts:
+            del self._grids[str(metadata["step"])]
+            self._complete(str(metadata["step"]), grid)
+
+    def _complete(self, step: str, grid: dict[tuple[str, int], Attempt]) -> None:
+        record_ids = [i for attempt in grid.values() for i in attempt.record_ids]
+        releases = sorted({str(a.rollout.release_id) for a in grid.values()})
+        if len(releases) > 1:
+            reason = f"sdpo grid {step!r} spans releases {', '.join(releases)}: its attempts are not one policy's"
+            self.skipped["grid_spans_releases"] += 1
+            self._discarded.append((reason, record_ids))
+            return
+        samples = []
+        for group in dict.fromkeys(group for group, _ in grid):
+            attempts = [grid[key] for key in sorted(k for k in grid if k[0] == group)]
+            for index, attempt in enumerate(attempts):
+                context = teacher_context(attempts, index, self.threshold)
+                messages = attempt.rollout.messages or []
+                teacher = self.recipe.teacher_messages(messages, context) if context else messages
+                samples.append({**attempt.sample, "teacher_messages": teacher, "weight": 1.0 if context else 0.0})
+        self.add_unit(record_ids, samples)
+
+    def discarded(self) -> list[tuple[str, list[str]]]:
+        """Grids dropped since the last call, as (reason, record ids): the learner commits each as skipped."""
+        found, self._discarded = self._discarded, []
+        return found
+
+    def waiting_grids(self) -> int:
+        """Grids still short of G × R attempts."""
+        return len(self._grids)
+
+
+class SDPORecipe(DistillationRecipe):
+    """Self-distillation from successful sibling attempts in grids of prompts × attempts."""
+
+    name: ClassVar[str] = "sdpo"
+    loss_name: ClassVar[str] = "sdpo"
+    default_teacher: ClassVar[str] = "ema"
+    default_divergence: ClassVar[str] = "jsd"
+    default_template: ClassVar[str] = "\n\nA correct reply is:\n{context}"
+
+    def config(self) -> dict[str, Any]:
+        defaults = {"groups": 4, "rollouts": 4, "success_threshold": 0.5, "top_k": 100, "jsd_beta": 0.5}
+        return {**super().config(), **defaults, **self.settings.learning.recipe_config}
+
+    def validate_report(self, report: dict[str, Any]) -> None:
+        require_score(report)
+        metadata = report.get("metadata")
+        metadata = metadata if isinstance(metadata, dict) else {}
+        for name in ("step", "group"):
+            value = metadata.get(name)
+            if isinstance(value, bool) or not isinstance(value, str | int) or value == "":
+                raise BadRequest(
+                    f"the sdpo recipe needs metadata.{name} (a string or an integer)", field=f"metadata.{name}"
+                )
+        rollout = metadata.get("rollout")
+        if isinstance(rollout, bool) or not isinstance(rollout, int) or rollout < 0:
+            raise BadRequest("the sdpo recipe needs metadata.rollout, an integer ≥ 0", field="metadata.rollout")
+        if not report.get("references"):
+            raise BadRequest("the sdpo recipe needs the receipt of the attempt", field="references")
+
+    def report_schema(self) -> dict[str, Any]:
+        key = {"type": ["string", "integer"]}
+        return report_schema(
+            required=("score", "references"),
+            metadata={"step": key, "group": key, "rollout": {"type": "integer", "minimum": 0}},
+        )
+
+    def processor(self) -> SDPOProcessor:
+        config = self.config()
+        grid = int(config["groups"]) * int(config["rollouts"])
+        return SDPOProcessor(max(1, self.settings.learning.batch_size // grid), self)
+
+
+RECIPE = SDPORecipe

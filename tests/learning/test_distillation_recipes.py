@@ -1,0 +1,179 @@
+"""The distillation recipes (`sdft`, `opd`, `sdpo`): report validation, the teacher's prompt, and their processors."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import math
+
+import pytest
+
+from reef.core.errors import BadRequest
+from reef.core.records import Record
+from reef.core.settings import LearningSettings, Settings
+from reef.learning.recipes_registry import load_recipe
+from reef.learning.training.teacher_spec import parse_teacher
+from reef.recipes.distillation import with_context
+from reef.recipes.opd import multi_turn_sample
+from reef.releases.git import open_release_store
+
+_sequence = itertools.count(1)
+QUESTION = [{"role": "user", "content": "2+2?"}]
+
+
+def settings(recipe: str, batch_size: int = 1, **recipe_config) -> Settings:
+    return Settings(learning=LearningSettings(recipe=recipe, batch_size=batch_size, recipe_config=recipe_config))
+
+
+def inference(record_id: str, answer: str = "4", release_id: str = "r1", prompt: list[int] | None = None) -> Record:
+    payload = {
+        "request": {"messages": QUESTION},
+        "response": {"choices": [{"message": {"role": "assistant", "content": answer}}]},
+        "release_id": release_id,
+        "training": {"prompt_token_ids": prompt or [1, 2, 3], "completion_token_ids": [4, 5], "logprobs": [-0.1, -0.2]},
+    }
+    record = Record.new("s", "inference", payload, created_at=0.0, agent_record_id=record_id)
+    return dataclasses.replace(record, sequence=next(_sequence))
+
+
+def report(record_id: str, references: list[str], **fields) -> Record:
+    record = Record.new("s", "report", {"references": references, **fields}, created_at=0.0, agent_record_id=record_id)
+    return dataclasses.replace(record, sequence=next(_sequence))
+
+
+def test_the_context_block_goes_on_the_last_user_message_or_after_a_tool_result_as_a_new_one():
+    assert with_context(QUESTION, " hint")[-1]["content"] == "2+2? hint"
+    parts = with_context([{"role": "user", "content": [{"type": "text", "text": "2+2?"}]}], " hint")
+    assert parts[-1]["content"][-1] == {"type": "text", "text": " hint"}
+    after_tool = with_context([*QUESTION, {"role": "tool", "tool_call_id": "c", "content": "4"}], "\n\nhint")
+    assert after_tool[-1] == {"role": "user", "content": "hint"} and len(after_tool) == 3
+    as_turn = with_context(QUESTION, "4", placement="turn")
+    assert as_turn == [*QUESTION, {"role": "assistant", "content": "4"}, *QUESTION]
+    assert QUESTION == [{"role": "user", "content": "2+2?"}]  # the student's messages are not touched
+
+
+def test_an_sdft_report_without_a_context_or_receipt_is_refused_naming_the_field():
+    recipe = load_recipe("sdft", settings("sdft"))
+    with pytest.raises(BadRequest) as error:
+        recipe.validate_report({"references": ["r1"], "metadata": {"teacher_context": " "}})
+    assert error.value.field == "metadata.teacher_context"
+    with pytest.raises(BadRequest) as error:
+        recipe.validate_report({"metadata": {"demonstration": "4"}})
+    assert error.value.field == "references"
+    recipe.validate_report({"references": ["r1"], "metadata": {"demonstration": {"content": "4"}}})
+    assert recipe.report_schema()["properties"]["metadata"]["anyOf"]
+
+
+def test_the_sdft_processor_keeps_the_rollout_and_gives_the_teacher_the_demonstration():
+    processor = load_recipe("sdft", settings("sdft")).processor()
+    processor.ingest(inference("i1", answer="The answer is 4."))
+    processor.ingest(report("f1", ["i1"], metadata={"demonstration": "4"}))
+    batch = processor.build_batch()
+    (sample,) = batch.samples
+    assert sample["prompt_ids"] == [1, 2, 3] and sample["completion_ids"] == [4, 5]
+    assert sample["old_logprobs"] == [-0.1, -0.2]
+    assert sample["teacher_messages"] == [{"role": "user", "content": "2+2?\n\nThe correct reply is:\n4"}]
+    assert batch.record_ids == ["f1", "i1"]
+
+
+def test_the_teacher_setting_is_parsed_and_a_bad_one_refused_naming_recipe_config_teacher(tmp_path):
+    assert parse_teacher("ema").kind == "ema" and parse_teacher("release:abc").name == "abc"
+    assert parse_teacher("scenario:teacher").kind == "scenario"
+    for bad in ("", "release:", str(tmp_path / "missing"), 3):
+        with pytest.raises(BadRequest) as error:
+            parse_teacher(bad)
+        assert error.value.field == "recipe_config.teacher"
+    for config in ({"teacher": "nowhere/at/all"}, {}):  # opd has no default teacher: it must be named
+        with pytest.raises(BadRequest) as error:
+            load_recipe("opd", settings("opd", **config))
+        assert error.value.field == "recipe_config.teacher"
+
+
+def test_an_unknown_teacher_release_is_refused_naming_recipe_config_teacher(tmp_path):
+    releases = open_release_store(str(tmp_path / "releases.git"), tmp_path / "work")
+    recipe = load_recipe("opd", settings("opd", teacher="release:no-such-release"))
+    with pytest.raises(BadRequest) as error:
+        recipe.check_teacher(releases, ["s"])
+    assert error.value.field == "recipe_config.teacher"
+    with pytest.raises(BadRequest):
+        load_recipe("opd", settings("opd", teacher="scenario:nobody")).check_teacher(releases, ["s"])
+    (tmp_path / "content").mkdir()
+    (tmp_path / "content" / "note.txt").write_text("base")
+    release = releases.publish("s", tmp_path / "content", None, operation="creation", recipe="sft")
+    load_recipe("opd", settings("opd", teacher=f"release:{release.release_id}")).check_teacher(releases, ["s"])
+    load_recipe("opd", settings("opd", teacher="scenario:s")).check_teacher(releases, ["s"])
+
+
+def test_the_turns_of_one_conversation_become_one_sample_that_trains_only_the_models_tokens():
+    first = {"prompt_ids": [1, 2], "completion_ids": [3, 4], "old_logprobs": [-0.3, -0.4]}
+    second = {"prompt_ids": [1, 2, 3, 4, 7, 8], "completion_ids": [9], "old_logprobs": [-0.9]}
+    joined = multi_turn_sample([first, second])
+    assert joined["prompt_ids"] == [1, 2] and joined["completion_ids"] == [3, 4, 7, 8, 9]
+    assert joined["completion_mask"] == [1, 1, 0, 0, 1]
+    assert joined["old_logprobs"][:2] == [-0.3, -0.4] and math.isnan(joined["old_logprobs"][2])
+    assert multi_turn_sample([first, {**second, "prompt_ids": [1, 2, 5, 4, 7]}]) is None
+
+
+def test_the_opd_processor_trains_the_first_receipt_or_with_multi_turn_the_whole_conversation():
+    single = load_recipe("opd", settings("opd", teacher="self")).processor()
+    multi = load_recipe("opd", settings("opd", teacher="self", accept_multi_turn=True)).processor()
+    for processor in (single, multi):
+        processor.ingest(inference("t1", prompt=[1, 2, 3]))
+        processor.ingest(inference("t2", prompt=[1, 2, 3, 4, 5, 6]))
+        processor.ingest(report("f1", ["t1", "t2"], score=0.0))
+    (one,) = single.build_batch().samples
+    assert one["completion_ids"] == [4, 5] and "teacher_messages" not in one
+    (conversation,) = multi.build_batch().samples
+    assert conversation["completion_ids"] == [4, 5, 6, 4, 5] and conversation["completion_mask"] == [1, 1, 0, 1, 1]
+    with pytest.raises(BadRequest) as error:
+        load_recipe("opd", settings("opd", teacher="self")).validate_report({"score": 1.0})
+    assert error.value.field == "references"
+
+
+@pytest.mark.parametrize(
+    ("metadata", "field"),
+    [
+        ({"step": 1, "rollout": 0}, "metadata.group"),
+        ({"step": 1, "group": "g", "rollout": "1"}, "metadata.rollout"),
+        ({"step": 1, "group": "g", "rollout": True}, "metadata.rollout"),
+        ({"group": "g", "rollout": 0}, "metadata.step"),
+    ],
+)
+def test_an_sdpo_report_without_its_grid_position_is_refused_naming_the_field(metadata, field):
+    recipe = load_recipe("sdpo", settings("sdpo"))
+    with pytest.raises(BadRequest) as error:
+        recipe.validate_report({"score": 1.0, "references": ["r"], "metadata": metadata})
+    assert error.value.field == field
+
+
+def grid_reports(processor, step: str, scores: dict[tuple[str, int], float], releases: dict[str, str] | None = None):
+    for (group, rollout), score in scores.items():
+        record_id = f"{step}-{group}-{rollout}"
+        release = (releases or {}).get(record_id, "r1")
+        processor.ingest(inference(f"i-{record_id}", answer=f"answer {record_id}", release_id=release))
+        metadata = {"step": step, "group": group, "rollout": rollout}
+        processor.ingest(report(f"f-{record_id}", [f"i-{record_id}"], score=score, metadata=metadata))
+
+
+def test_sdpo_waits_for_the_full_grid_and_teaches_each_attempt_with_the_first_other_success():
+    processor = load_recipe("sdpo", settings("sdpo", groups=2, rollouts=2)).processor()
+    scores = {("a", 0): 1.0, ("a", 1): 0.0, ("b", 0): 0.2, ("b", 1): 0.3}
+    grid_reports(processor, "s1", dict(list(scores.items())[:3]))
+    assert processor.ready() == 0 and processor.waiting_grids() == 1
+    grid_reports(processor, "s1", dict(list(scores.items())[3:]))
+    samples = processor.build_batch().samples
+    contexts = [s["teacher_messages"][-1]["content"] for s in samples]
+    # a/0 succeeded but has no *other* success to learn from; a/1 learns from a/0; group b has no success at all.
+    assert [s["weight"] for s in samples] == [0.0, 1.0, 0.0, 0.0]
+    assert contexts[1] == "2+2?\n\nA correct reply is:\nanswer s1-a-0" and contexts[0] == "2+2?"
+
+
+def test_sdpo_discards_a_grid_that_spans_two_releases_and_says_why():
+    processor = load_recipe("sdpo", settings("sdpo", groups=1, rollouts=2)).processor()
+    grid_reports(processor, "s2", {("a", 0): 1.0, ("a", 1): 0.0}, releases={"s2-a-1": "r2"})
+    assert processor.ready() == 0
+    ((reason, record_ids),) = processor.discarded()
+    assert "spans releases r1, r2" in reason and sorted(record_ids) == sorted(
+        ["f-s2-a-0", "i-s2-a-0", "f-s2-a-1", "i-s2-a-1"]
+    )
+    assert processor.discarded() == []
