@@ -6,7 +6,7 @@ export const VERDICTS = ["published", "pending", "kept", "rejected", "skipped"];
 
 const WIDTH = 760;
 const HEIGHT = 280;
-const MARGIN = { top: 16, right: 20, bottom: 58, left: 52 };
+const MARGIN = { top: 16, right: 20, bottom: 58, left: 68 }; // left: room for the "unscored" rail label
 const RAIL_OFFSET = 26; // steps with no gate scores sit on a rail under the x axis
 
 /** A verdict's marker centred on (x, y): each verdict its own shape, so the curve reads without colour too. */
