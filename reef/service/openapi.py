@@ -1,7 +1,8 @@
 """The OpenAPI document at `/openapi.json`: FastAPI's own, completed with what it cannot see.
 
 FastAPI describes the `/reef/*` routes from their signatures. It does not see the `/v1/*` routes: `EdgeMiddleware`
-serves them as plain ASGI handlers before FastAPI routes anything. This module adds them. It also adds what the
+serves them as plain ASGI handlers before FastAPI routes anything. This module adds them (described in
+`openapi_inference`). It also adds what the
 edge does for every route, outside any signature: bearer tokens (401), the body limit (413), the scenario header
 some routes read, and the error shape Reef answers with (400, where FastAPI would say 422).
 docs/http-api.md is the reader's version; tests/service/test_api_document.py keeps the two in step.
@@ -16,6 +17,7 @@ from typing import Any
 from fastapi import FastAPI
 
 from reef.service.middleware import _open as is_open_path
+from reef.service.openapi_inference import INFERENCE_SCHEMAS, SCENARIO_HEADER, inference_paths
 
 _Schema = dict[str, Any]
 
@@ -37,8 +39,6 @@ ERROR_SCHEMA: _Schema = {
         }
     },
 }
-_SCENARIO_NAME = {"type": "string", "pattern": "^[A-Za-z0-9._:-]{1,128}$"}
-_RELEASE_ID = {"type": "string", "minLength": 1, "maxLength": 200}
 _STATUS_TEXT = {
     400: "Bad input; the message names the field (`messages.0.content: must be a string or a list`)",
     401: "Missing or invalid token",
@@ -161,7 +161,7 @@ def complete_document(generated: dict[str, Any]) -> dict[str, Any]:
     for path, item in document.get("paths", {}).items():
         for method, operation in item.items():
             _complete_operation(method, path, operation)
-    document["paths"] = {**document.get("paths", {}), **inference_paths()}
+    document["paths"] = {**document.get("paths", {}), **inference_paths(_errors)}
     for unused in ("HTTPValidationError", "ValidationError"):
         schemas.pop(unused, None)
     document.setdefault("tags", []).append(
@@ -199,235 +199,3 @@ def _complete_operation(method: str, path: str, operation: dict[str, Any]) -> No
     if operation.get("requestBody"):
         statuses.append(413)
     responses.update(_errors(*statuses))
-
-
-# --- the /v1 fast path -------------------------------------------------------------------------------------------
-
-SCENARIO_HEADER: dict[str, Any] = {
-    "name": "x-reef-scenario",
-    "in": "header",
-    "required": True,
-    "description": "the scenario (records, releases, learner); a new name creates it unless implicit creation is off",
-    "schema": _SCENARIO_NAME,
-}
-_RELEASE_HEADERS: list[dict[str, Any]] = [
-    {
-        "name": "x-reef-release-id",
-        "in": "header",
-        "required": False,
-        "description": "serve this release of the scenario instead of the current one (404 if it is not one)",
-        "schema": _RELEASE_ID,
-    },
-    {
-        "name": "x-reef-artifact-version",
-        "in": "header",
-        "required": False,
-        "deprecated": True,
-        "description": "the former name of x-reef-release-id",
-        "schema": _RELEASE_ID,
-    },
-]
-_RECEIPT_HEADER = {
-    "description": "the receipt: id of the durable record of this interaction, cite it in POST /reef/report "
-    "(not sent on a stream, whose receipt is in-band)",
-    "schema": {"type": "string"},
-}
-_SERVED_BY_HEADER = {"description": "the release that served the request", "schema": {"type": "string"}}
-
-
-def _nullable(schema: _Schema) -> _Schema:
-    return {"anyOf": [schema, {"type": "null"}]}
-
-
-def _object(properties: dict[str, _Schema], required: tuple[str, ...] = (), **extra: Any) -> _Schema:
-    """An object whose listed properties Reef reads; others are the provider's and pass through."""
-    schema: _Schema = {"type": "object", "properties": properties, "additionalProperties": True, **extra}
-    if required:
-        schema["required"] = list(required)
-    return schema
-
-
-def _string_or_list(item: _Schema) -> _Schema:
-    return {"anyOf": [{"type": "string"}, {"type": "array", "items": item}]}
-
-
-_STRING, _BOOLEAN, _OBJECT = {"type": "string"}, {"type": "boolean"}, {"type": "object"}
-_COUNT = _nullable({"type": "integer", "minimum": 1})
-_SAMPLING = {
-    "model": _nullable(_STRING),
-    "temperature": _nullable({"type": "number"}),
-    "top_p": _nullable({"type": "number"}),
-    "stream": _nullable({**_BOOLEAN, "description": "true: server-sent events, the receipt in-band"}),
-}
-_TAGGED = _object({"type": _STRING}, ("type",))
-_FUNCTION = _object(
-    {
-        "name": _STRING,
-        "description": _nullable(_STRING),
-        "parameters": _nullable(_OBJECT),
-        "strict": _nullable(_BOOLEAN),
-    },
-    ("name",),
-)
-_CHAT_MESSAGE = _object(
-    {
-        "role": _STRING,
-        "content": _nullable(_string_or_list(_TAGGED)),
-        "tool_call_id": _nullable(_STRING),
-        "tool_calls": _nullable({"type": "array", "items": _object({"function": _OBJECT}, ("function",))}),
-    },
-    ("role",),
-)
-_MESSAGES_REQUEST = _object(
-    {
-        **_SAMPLING,
-        "system": _nullable(_string_or_list(_object({"type": _STRING, "text": _STRING}, ("type", "text")))),
-        "messages": {
-            "type": "array",
-            "minItems": 1,
-            "items": _object({"role": _STRING, "content": _string_or_list(_TAGGED)}, ("role", "content")),
-        },
-        "max_tokens": _COUNT,
-        "top_k": _nullable({"type": "integer"}),
-        "stop_sequences": _nullable({"type": "array", "items": _STRING}),
-        "tools": _nullable(
-            {
-                "type": "array",
-                "items": _object(
-                    {"name": _STRING, "description": _nullable(_STRING), "input_schema": _OBJECT}, ("name",)
-                ),
-            }
-        ),
-        "tool_choice": _nullable(_object({"type": _STRING, "name": _STRING}, ("type",))),
-        "metadata": _nullable(_object({"user_id": _nullable(_STRING)})),
-    },
-    ("messages",),
-    description="An Anthropic Messages request",
-)
-INFERENCE_SCHEMAS: dict[str, _Schema] = {
-    "ChatCompletionRequest": _object(
-        {
-            **_SAMPLING,
-            "messages": {"type": "array", "minItems": 1, "items": _CHAT_MESSAGE},
-            "max_tokens": _COUNT,
-            "max_completion_tokens": _COUNT,
-            "stream_options": _nullable(_object({"include_usage": _nullable(_BOOLEAN)})),
-            "stop": _nullable(_string_or_list(_STRING)),
-            "tools": _nullable({"type": "array", "items": _object({"function": _FUNCTION}, ("function",))}),
-            "tool_choice": _nullable({"anyOf": [_STRING, _OBJECT]}),
-            "parallel_tool_calls": _nullable(_BOOLEAN),
-            "user": _nullable(_STRING),
-            "metadata": _nullable(_OBJECT),
-            "n": _nullable({"type": "integer"}),
-            "seed": _nullable({"type": "integer"}),
-            "logprobs": _nullable(_BOOLEAN),
-            "top_logprobs": _nullable({"type": "integer"}),
-        },
-        ("messages",),
-        description="An OpenAI Chat Completions request",
-    ),
-    "ResponsesRequest": _object(
-        {
-            **_SAMPLING,
-            "instructions": _nullable(_STRING),
-            "input": _string_or_list(_object({"type": {**_STRING, "default": "message"}})),
-            "max_output_tokens": _COUNT,
-            "user": _nullable(_STRING),
-            "metadata": _nullable(_OBJECT),
-            "parallel_tool_calls": _nullable(_BOOLEAN),
-            "tools": _nullable({"type": "array", "items": _TAGGED}),
-            "tool_choice": _nullable({"anyOf": [_STRING, _OBJECT]}),
-        },
-        ("input",),
-        description="An OpenAI Responses request",
-    ),
-    "MessagesRequest": _MESSAGES_REQUEST,
-    "TokenCount": _object({"input_tokens": {"type": "integer"}}, ("input_tokens",)),
-    "ModelList": {
-        "type": "object",
-        "required": ["object", "data"],
-        "properties": {
-            "object": {"const": "list"},
-            "data": {"type": "array", "items": _object({"id": _STRING, "object": _STRING, "owned_by": _STRING})},
-        },
-    },
-}
-
-# (method, path, request schema, answer schema, summary, the receipt frame of a stream; None: not recorded)
-_INFERENCE_ROUTES: list[tuple[str, str, str | None, str | None, str, str | None]] = [
-    (
-        "post",
-        "/v1/chat/completions",
-        "ChatCompletionRequest",
-        None,
-        "OpenAI Chat Completions",
-        'one extra chunk `{"object": "chat.completion.chunk", "choices": [], "reef": {"agent_record_id": …}}` '
-        "just before `data: [DONE]`",
-    ),
-    (
-        "post",
-        "/v1/responses",
-        "ResponsesRequest",
-        None,
-        "OpenAI Responses",
-        'the terminal `response.completed` (or `response.incomplete` / `response.failed`) event with `"reef": '
-        '{"agent_record_id": …}` added',
-    ),
-    (
-        "post",
-        "/v1/messages",
-        "MessagesRequest",
-        None,
-        "Anthropic Messages",
-        'the `message_stop` event with `"reef": {"agent_record_id": …}` added',
-    ),
-    ("post", "/v1/messages/count_tokens", "MessagesRequest", "TokenCount", "Anthropic token counting", None),
-    ("get", "/v1/models", None, "ModelList", "The served models (an OpenAI list)", None),
-]
-_DESCRIPTION = (
-    "The body is the provider's own and goes upstream unchanged (a missing `model` is filled in); Reef checks the "
-    "fields it reads when it translates the body or runs the local model. The answer is the provider's own. An "
-    "upstream 4xx is relayed with its status and body. Headers `x-reef-tag-<name>: <value>` are stored on the "
-    "record as tags."
-)
-
-
-def _inference_operation(
-    method: str, path: str, request: str | None, answer: str | None, summary: str, receipt_frame: str | None
-) -> dict[str, Any]:
-    ok: dict[str, Any] = {
-        "description": "The answer",
-        "content": {"application/json": {"schema": _ref(answer) if answer else _OBJECT}},
-    }
-    operation: dict[str, Any] = {
-        "tags": ["inference"],
-        "summary": summary,
-        "operationId": path.strip("/").replace("/", "_") + "_" + method,
-        "responses": {"200": ok, **_errors(401)},
-    }
-    if request is None:  # GET /v1/models: no scenario, no body
-        return operation
-    operation["description"] = _DESCRIPTION
-    if receipt_frame is not None:
-        operation["description"] += (
-            f" With `stream: true` the answer is server-sent events; the receipt is {receipt_frame}."
-        )
-        ok["headers"] = {"x-reef-agent-record-id": _RECEIPT_HEADER, "x-reef-release-id": _SERVED_BY_HEADER}
-        ok["content"]["text/event-stream"] = {"schema": {"type": "string", "description": f"receipt: {receipt_frame}"}}
-    operation["parameters"] = [SCENARIO_HEADER, *_RELEASE_HEADERS]
-    operation["requestBody"] = {"required": True, "content": {"application/json": {"schema": _ref(request)}}}
-    operation["responses"].update(_errors(400, 401, 404, 413, 502, 503, 504))
-    return operation
-
-
-def _ref(name: str) -> _Schema:
-    return {"$ref": f"#/components/schemas/{name}"}
-
-
-def inference_paths() -> dict[str, dict[str, Any]]:
-    """The path items of the `/v1/*` routes (`reef.service.routes.inference.ROUTES`)."""
-    paths: dict[str, dict[str, Any]] = {}
-    for method, path, request, answer, summary, receipt_frame in _INFERENCE_ROUTES:
-        operation = _inference_operation(method, path, request, answer, summary, receipt_frame)
-        paths.setdefault(path, {})[method] = operation
-    return paths
