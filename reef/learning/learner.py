@@ -30,7 +30,7 @@ import shutil
 import tempfile
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -44,17 +44,16 @@ from reef.learning.evaluation.scores import paired_summary
 from reef.learning.evaluation.selectors import Always
 from reef.learning.evaluation.tasks import GateTasks
 from reef.learning.gate import GateSources, ScenarioGate
-from reef.learning.growth import Candidate, GrowContext, grow
+from reef.learning.growth import GrowContext, grow
 from reef.learning.judgement import Judgement, judge, release_id_of, unjudged
 from reef.learning.lineage import NO_PARENTS, StepParents, WorkingLineage
 from reef.learning.recovery import feed_new, resume
+from reef.learning.settlement import Activate, Settlement
 from reef.observability import tracing
 from reef.releases.base import CommitLog, ReleaseStore
 from reef.storage.base import RecordStore
 
 log = logging.getLogger(__name__)
-
-Activate = Callable[[str, Release], Awaitable[None]]
 
 MAX_ATTEMPTS = 3
 MAX_BACKOFF_S = 60.0
@@ -89,13 +88,24 @@ class Learner:
         self.engine = engine
         self.evaluator = evaluator
         self.selector = selector
-        self._activate = activate
-        self._commit_lock = commit_lock  # shared with rollback/promote: head moves and activations never interleave
         self._backend_factory = backend_factory
         self.gate = ScenarioGate(
             scenario, gate, bool(getattr(evaluator, "uses_gate_tasks", False)), isinstance(selector, Always)
         )
         self.lineage = WorkingLineage(scenario, releases)
+        self._settlement = Settlement(
+            scenario,
+            recipe.name,
+            settings.learning.review,
+            releases,
+            commits,
+            self.lineage,
+            commit_lock,  # shared with rollback/promote: head moves and activations never interleave
+            activate,
+            self._commit,
+            self._error,
+            self._publishing,
+        )
         self._step_lock = asyncio.Lock()
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -348,83 +358,7 @@ class Learner:
                 )
             evaluated.set(outcome=judgement.outcome, tasks=len(judgement.candidate_scores))
         with tracing.span("reef.learner.publish", outcome=judgement.outcome):
-            return await self._settle(step, batch, candidate, parents, judgement)
-
-    async def _settle(
-        self, step: int, batch: Batch, candidate: Candidate, parents: StepParents, judgement: Judgement
-    ) -> Commit:
-        """The step's ending as its judgement says: published (or pending), kept as the lineage's tip, or rejected."""
-        head = parents.head
-        if judgement.outcome == "accepted":
-            log.info("learner %s: step %d accepted: %s", self.scenario, step, judgement.reason)
-            self._job["state"] = "publishing"
-            return await self._publish(step, batch, candidate, parents, judgement)
-        if judgement.outcome == "tie" and head is not None:
-            log.info("learner %s: step %d kept as the lineage's tip: %s", self.scenario, step, judgement.reason)
-            return await self._keep(step, batch, candidate, parents, judgement)
-        log.info("learner %s: step %d rejected: %s", self.scenario, step, judgement.reason)
-        # A candidate that lost is dropped and the lineage returns to the serving release; one that could not be
-        # judged (the evaluation failed) leaves the lineage as it was.
-        lost = judgement.outcome != "failed"
-        if lost:
-            self.lineage.tip_id = None
-        commit = self._commit(step, "rejected", None, parents, judgement, batch.record_ids)
-        await asyncio.to_thread(self.commits.append, commit)
-        if lost:
-            await asyncio.to_thread(self.lineage.end)
-        return commit
-
-    async def _keep(
-        self, step: int, batch: Batch, candidate: Candidate, parents: StepParents, judgement: Judgement
-    ) -> Commit:
-        """Store a candidate that did not lose as the lineage's new tip; the next step trains from it."""
-        tip = await asyncio.to_thread(
-            self.lineage.keep, candidate.path, parents, step, self.recipe.name, judgement.metrics, batch.record_ids
-        )
-        reason = f"{judgement.reason}; did not lose: kept as the lineage's tip, the next step trains from it"
-        commit = self._commit(step, "kept", tip, parents, judgement, batch.record_ids, reason)
-        await asyncio.to_thread(self.commits.append, commit)
-        return commit
-
-    async def _publish(
-        self,
-        step: int,
-        batch: Batch,
-        candidate: Candidate,
-        parents: StepParents,
-        judgement: Judgement,
-    ) -> Commit:
-        review = self.settings.learning.review
-        head = parents.head
-        async with self._commit_lock:
-            release = await asyncio.to_thread(
-                self.releases.publish,
-                self.scenario,
-                candidate.path,
-                head.release_id if head is not None else None,
-                operation="training",
-                step=step,
-                recipe=self.recipe.name,
-                # The consumed ids ride along so a crash before the commit log can be rolled forward on resume.
-                metrics={
-                    **judgement.metrics,
-                    "trained_from": release_id_of(parents.trained_from),
-                    "consumed_record_ids": list(batch.record_ids),
-                },
-                pending=review,
-            )
-            verdict: Verdict = "pending" if review else "published"
-            self.lineage.tip_id = None  # a published (or pending) candidate ends the lineage
-            commit = self._commit(step, verdict, release, parents, judgement, batch.record_ids)
-            await asyncio.to_thread(self.commits.append, commit)
-            await asyncio.to_thread(self.lineage.end)
-            if not review:
-                try:
-                    await self._activate(self.scenario, release)
-                except Exception as exc:  # committed already: the head serves after the next start
-                    log.exception("learner %s: activation of %s failed", self.scenario, release.release_id)
-                    self._error(step, f"activation failed: {type(exc).__name__}: {exc}")
-        return commit
+            return await self._settlement.settle(step, batch, candidate, parents, judgement)
 
     async def _consume(self, batch: Batch, step: int) -> None:
         assert self._processor is not None
@@ -519,6 +453,9 @@ class Learner:
         if isinstance(event.get("loss"), int | float):
             self._losses.append(float(event["loss"]))
         log.info("learner %s: %s", self.scenario, event)
+
+    def _publishing(self) -> None:
+        self._job["state"] = "publishing"
 
     def _error(self, step: int | None, message: str) -> None:
         self._errors.append({"at": time.time(), "step": step, "message": message})

@@ -1,0 +1,119 @@
+"""How a judged candidate ends a learner step: published (pending under review), kept as the lineage's tip, or
+rejected — each written to the commit log, which is the step's commit point.
+
+Publishing moves the head by compare-and-swap under the scenario's commit lock (shared with rollback and promote),
+appends the commit, ends the working lineage and activates the release in the engine; a tie keeps the candidate as
+the lineage's tip, the next step trains from it; a loss drops the lineage back to the serving release.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+from collections.abc import Awaitable, Callable
+
+from reef.core.releases import Commit, Release, Verdict
+from reef.learning.base import Batch
+from reef.learning.growth import Candidate
+from reef.learning.judgement import Judgement, release_id_of
+from reef.learning.lineage import StepParents, WorkingLineage
+from reef.releases.base import CommitLog, ReleaseStore
+
+log = logging.getLogger("reef.learning.learner")
+
+Activate = Callable[[str, Release], Awaitable[None]]
+MakeCommit = Callable[..., Commit]
+
+
+@dataclasses.dataclass
+class Settlement:
+    """Writes the end of one scenario's steps; the learner hands it each judged candidate."""
+
+    scenario: str
+    recipe_name: str
+    review: bool
+    releases: ReleaseStore
+    commits: CommitLog
+    lineage: WorkingLineage
+    commit_lock: asyncio.Lock
+    activate: Activate
+    make_commit: MakeCommit  # (step, verdict, release, parents, judgement, consumed, reason=None) -> Commit
+    on_error: Callable[[int | None, str], None]
+    on_publishing: Callable[[], None]
+
+    async def settle(
+        self, step: int, batch: Batch, candidate: Candidate, parents: StepParents, judgement: Judgement
+    ) -> Commit:
+        """The step's ending as its judgement says: published (or pending), kept as the lineage's tip, or rejected."""
+        head = parents.head
+        if judgement.outcome == "accepted":
+            log.info("learner %s: step %d accepted: %s", self.scenario, step, judgement.reason)
+            self.on_publishing()
+            return await self._publish(step, batch, candidate, parents, judgement)
+        if judgement.outcome == "tie" and head is not None:
+            log.info("learner %s: step %d kept as the lineage's tip: %s", self.scenario, step, judgement.reason)
+            return await self._keep(step, batch, candidate, parents, judgement)
+        log.info("learner %s: step %d rejected: %s", self.scenario, step, judgement.reason)
+        # A candidate that lost is dropped and the lineage returns to the serving release; one that could not be
+        # judged (the evaluation failed) leaves the lineage as it was.
+        lost = judgement.outcome != "failed"
+        if lost:
+            self.lineage.tip_id = None
+        commit = self.make_commit(step, "rejected", None, parents, judgement, batch.record_ids)
+        await asyncio.to_thread(self.commits.append, commit)
+        if lost:
+            await asyncio.to_thread(self.lineage.end)
+        return commit
+
+    async def _keep(
+        self, step: int, batch: Batch, candidate: Candidate, parents: StepParents, judgement: Judgement
+    ) -> Commit:
+        """Store a candidate that did not lose as the lineage's new tip; the next step trains from it."""
+        tip = await asyncio.to_thread(
+            self.lineage.keep, candidate.path, parents, step, self.recipe_name, judgement.metrics, batch.record_ids
+        )
+        reason = f"{judgement.reason}; did not lose: kept as the lineage's tip, the next step trains from it"
+        commit = self.make_commit(step, "kept", tip, parents, judgement, batch.record_ids, reason)
+        await asyncio.to_thread(self.commits.append, commit)
+        return commit
+
+    async def _publish(
+        self,
+        step: int,
+        batch: Batch,
+        candidate: Candidate,
+        parents: StepParents,
+        judgement: Judgement,
+    ) -> Commit:
+        review = self.review
+        head = parents.head
+        async with self.commit_lock:
+            release = await asyncio.to_thread(
+                self.releases.publish,
+                self.scenario,
+                candidate.path,
+                head.release_id if head is not None else None,
+                operation="training",
+                step=step,
+                recipe=self.recipe_name,
+                # The consumed ids ride along so a crash before the commit log can be rolled forward on resume.
+                metrics={
+                    **judgement.metrics,
+                    "trained_from": release_id_of(parents.trained_from),
+                    "consumed_record_ids": list(batch.record_ids),
+                },
+                pending=review,
+            )
+            verdict: Verdict = "pending" if review else "published"
+            self.lineage.tip_id = None  # a published (or pending) candidate ends the lineage
+            commit = self.make_commit(step, verdict, release, parents, judgement, batch.record_ids)
+            await asyncio.to_thread(self.commits.append, commit)
+            await asyncio.to_thread(self.lineage.end)
+            if not review:
+                try:
+                    await self.activate(self.scenario, release)
+                except Exception as exc:  # committed already: the head serves after the next start
+                    log.exception("learner %s: activation of %s failed", self.scenario, release.release_id)
+                    self.on_error(step, f"activation failed: {type(exc).__name__}: {exc}")
+        return commit
