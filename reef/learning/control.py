@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from reef.core.errors import BadRequest, Conflict
+from reef.learning.base import Recipe
 from reef.storage.base import RecordStore, ScenarioControl
 
 TRAINING_MODES = ("auto", "manual", "hybrid")
@@ -91,3 +92,22 @@ class TrainingControl:
 
     def _store(self, mode: str, paused: bool, request: dict[str, Any] | None) -> None:
         self.records.set_control(self.scenario, ScenarioControl(mode, paused, request))
+
+
+def contract(scenario: str, recipe: Recipe, batch_size: int, state: dict[str, Any] | None) -> dict[str, Any]:
+    """`GET /reef/scenarios/{s}/contract`: the recipe, its report schema, and (from the learner's `state`, None when
+    the recipe does not learn) the training control and what is ready."""
+    state = state or {}
+    return {
+        "scenario": scenario,
+        "recipe": recipe.name,
+        "surface": recipe.surface,
+        "learns": bool(state),
+        "report_schema": recipe.report_schema(),
+        "training_mode": state.get("training_mode"),
+        "paused": state.get("paused", False),
+        "requested": state.get("requested"),
+        "batch_size": batch_size,
+        "ready": state.get("ready", 0),
+        "gate": state.get("gate"),
+    }

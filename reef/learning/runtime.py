@@ -18,13 +18,14 @@ from reef.core.releases import Release, ReleaseOperation
 from reef.core.settings import Settings
 from reef.inference.base import Engine, RequestContext
 from reef.learning.base import Evaluator, Recipe, Selector
-from reef.learning.evaluation import TaskEvaluator, load_selector
+from reef.learning.control import contract
+from reef.learning.evaluation.defaults import default_evaluator, default_selector
 from reef.learning.evaluation.task_store import parse_tasks_body
 from reef.learning.evaluation.tasks import GateTasks
 from reef.learning.gate import GateSources
 from reef.learning.growth import default_backend_factory
 from reef.learning.learner import Learner
-from reef.learning.search import SearchRecipe
+from reef.learning.search import serving_search
 from reef.releases.base import CommitLog, ReleaseStore
 from reef.storage.base import RecordStore, ScenarioInfo
 
@@ -70,8 +71,15 @@ class Runtime:
         self.recipe: Recipe = recipe
         self.learns = recipe.processor() is not None
         self.gate = GateSources(settings)
-        self.evaluator = evaluator or self._default_evaluator()
-        self.selector = selector or self._default_selector()
+        self.evaluator = evaluator or default_evaluator(
+            recipe,
+            engine,
+            settings,
+            context_for=self.context_for,
+            gate_for=self.gate_tasks,
+            harness_prompt=harness_system_prompt,
+        )
+        self.selector = selector or default_selector(recipe, settings)
         self._backend_factory = backend_factory or default_backend_factory(settings)
         self._known: set[str] = set()
         self._learners: dict[str, Learner] = {}
@@ -80,26 +88,6 @@ class Runtime:
         self._prompts: dict[str, str | None] = {}  # scenario -> harness system prompt of the serving release
         self._pinned: dict[tuple[str, str], RequestContext] = {}
         self._started = False
-
-    def _default_evaluator(self) -> Evaluator:
-        make = getattr(self.recipe, "evaluator", None)
-        if callable(make):
-            return make(self.engine)
-        candidate_prompt = harness_system_prompt if self.recipe.surface == "harness" else None
-        return TaskEvaluator(
-            self.engine,
-            self.settings,
-            context_for=self.context_for,
-            candidate_prompt=candidate_prompt,
-            max_parallel_tasks=self.settings.evaluation.max_parallel_tasks,
-            gate_for=self.gate_tasks,
-        )
-
-    def _default_selector(self) -> Selector:
-        make = getattr(self.recipe, "selector", None)
-        if callable(make):
-            return make()
-        return load_selector(self.settings.evaluation.policy, self.settings)
 
     # ---- lifecycle -------------------------------------------------------------------------------------------
 
@@ -243,22 +231,15 @@ class Runtime:
 
     async def archive(self, scenario: str, limit: int) -> dict[str, Any]:
         """The search archive the serving release carries; BadRequest when the recipe does not search."""
-        search, path = await self._searched(scenario)
+        self._require(scenario)
+        search, path = await serving_search(self.recipe, self.release_store, scenario)
         return await asyncio.to_thread(search.archive_view, path, limit)
 
     async def archive_next(self, scenario: str, groups: int) -> dict[str, Any]:
         """The next search step's `groups` parents and prompts, from the serving release's archive."""
-        search, path = await self._searched(scenario)
-        return await asyncio.to_thread(search.next_step, path, groups)
-
-    async def _searched(self, scenario: str) -> tuple[SearchRecipe, Path]:
         self._require(scenario)
-        if not isinstance(self.recipe, SearchRecipe):
-            raise BadRequest(f"recipe {self.recipe.name!r} keeps no search archive (use tttd)", field="scenario")
-        head = await asyncio.to_thread(self.release_store.head, scenario)
-        if head is None:
-            raise NotFound(f"scenario {scenario!r} has no release")
-        return self.recipe, await asyncio.to_thread(self.release_store.materialize, head)
+        search, path = await serving_search(self.recipe, self.release_store, scenario)
+        return await asyncio.to_thread(search.next_step, path, groups)
 
     def notify(self, scenario: str) -> None:
         """Records of `scenario` were appended: wake its learner (never blocks)."""
@@ -397,20 +378,8 @@ class Runtime:
         """What a client needs to feed the scenario: its recipe, report schema, training control and readiness."""
         self._require(scenario)
         learner = self._learners.get(scenario)
-        state = learner.status() if learner is not None else {}
-        return {
-            "scenario": scenario,
-            "recipe": self.recipe.name,
-            "surface": self.recipe.surface,
-            "learns": learner is not None,
-            "report_schema": self.recipe.report_schema(),
-            "training_mode": state.get("training_mode"),
-            "paused": state.get("paused", False),
-            "requested": state.get("requested"),
-            "batch_size": self.settings.learning.batch_size,
-            "ready": state.get("ready", 0),
-            "gate": state.get("gate"),
-        }
+        state = learner.status() if learner is not None else None
+        return contract(scenario, self.recipe, self.settings.learning.batch_size, state)
 
     def status(self) -> dict[str, Any]:
         """Per scenario: learner step, buffered units, job state, last verdict and scores, serving release, errors."""

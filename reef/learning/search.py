@@ -3,8 +3,13 @@ release directory (the archive rides in each release)."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
+
+from reef.core.errors import BadRequest, NotFound
+from reef.learning.base import Recipe
+from reef.releases.base import ReleaseStore
 
 
 @runtime_checkable
@@ -18,3 +23,13 @@ class SearchRecipe(Protocol):
     def next_step(self, release_dir: Path, groups: int) -> dict[str, Any]:
         """The next step's `groups` parents, each with its ready-made prompt."""
         ...
+
+
+async def serving_search(recipe: Recipe, releases: ReleaseStore, scenario: str) -> tuple[SearchRecipe, Path]:
+    """`recipe` as a search, and the serving release's directory (which holds the archive) of `scenario`."""
+    if not isinstance(recipe, SearchRecipe):
+        raise BadRequest(f"recipe {recipe.name!r} keeps no search archive (use tttd)", field="scenario")
+    head = await asyncio.to_thread(releases.head, scenario)
+    if head is None:
+        raise NotFound(f"scenario {scenario!r} has no release")
+    return recipe, await asyncio.to_thread(releases.materialize, head)

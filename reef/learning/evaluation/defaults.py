@@ -1,0 +1,45 @@
+"""The evaluator and selector a deployment judges candidates with when none is given: the recipe's own, else the
+paired task evaluator and `evaluation.policy`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from reef.core.settings import Settings
+from reef.inference.base import Engine
+from reef.learning.base import Evaluator, Recipe, Selector
+from reef.learning.evaluation.evaluator import TaskEvaluator
+from reef.learning.evaluation.selectors import load_selector
+
+
+def default_evaluator(
+    recipe: Recipe,
+    engine: Engine,
+    settings: Settings,
+    *,
+    context_for: Callable[..., Any],
+    gate_for: Callable[..., Any],
+    harness_prompt: Callable[[Path], str | None],
+) -> Evaluator:
+    """The recipe's `evaluator(engine)` if it has one, else paired tasks (a harness candidate through its prompt)."""
+    make = getattr(recipe, "evaluator", None)
+    if callable(make):
+        return make(engine)
+    return TaskEvaluator(
+        engine,
+        settings,
+        context_for=context_for,
+        candidate_prompt=harness_prompt if recipe.surface == "harness" else None,
+        max_parallel_tasks=settings.evaluation.max_parallel_tasks,
+        gate_for=gate_for,
+    )
+
+
+def default_selector(recipe: Recipe, settings: Settings) -> Selector:
+    """The recipe's `selector()` if it has one, else `evaluation.policy`."""
+    make = getattr(recipe, "selector", None)
+    if callable(make):
+        return make()
+    return load_selector(settings.evaluation.policy, settings)
