@@ -172,16 +172,16 @@ class Learner:
                 raise Conflict(f"step {self._job.get('step')} of scenario {self.scenario!r} is running")
             if release_id is not None:
                 await asyncio.to_thread(self.releases.get, self.scenario, release_id)  # NotFound names it
+            # Queued under the step lock: an auto step waiting for it then sees the request and leaves it the units.
             async with self._step_lock:
                 await self._pull()
                 assert self._processor is not None
-                ready = self._processor.ready()
-            if ready == 0 and not (text and self.recipe.takes_instructions):
-                raise Conflict(
-                    f"nothing to train on: scenario {self.scenario!r} has no ready units "
-                    f"(recipe {self.recipe.name} needs reports to train on)"
-                )
-            request = await self._control.queue(text, release_id)
+                if self._processor.ready() == 0 and not (text and self.recipe.takes_instructions):
+                    raise Conflict(
+                        f"nothing to train on: scenario {self.scenario!r} has no ready units "
+                        f"(recipe {self.recipe.name} needs reports to train on)"
+                    )
+                request = await self._control.queue(text, release_id)
         log.info("learner %s: step %s requested", self.scenario, request["step_id"])
         self.wake()
         return {**request, "scenario": self.scenario, "state": "queued"}
@@ -226,7 +226,8 @@ class Learner:
             await self._pull()
             await self._discard()
             assert self._processor is not None
-            if self._processor.ready() == 0:
+            # A step asked for (POST /reef/train) while this one waited for the lock takes the ready units itself.
+            if self._processor.ready() == 0 or self._control.request is not None:
                 return None
             blocker = self.gate.blocker(self._processor)
             if blocker is not None:
