@@ -17,7 +17,7 @@ import signal
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +29,7 @@ from reef.cli.demo_phases import two_phases
 from reef.cli.demo_recipes import PROFILES, RecipeProfile
 from reef.cli.demo_report import write_report
 from reef.cli.demo_server import ReefServer, ServerFailed, free_port, serve_command
-from reef.cli.demo_tasks import DemoTask, generate, is_exact
+from reef.cli.demo_tasks import DemoTask, generate, is_exact, training_rounds
 
 TEST_TASKS = 35  # five per family
 VALIDATION_TASKS = 14  # two per family: the gate runs every step, twice (candidate and current)
@@ -249,7 +249,7 @@ async def _rounds(
         console.print(
             f"  [bold]baseline[/] held-out exact {run.baseline.exact:.2f}  partial {run.baseline.partial:.2f}"
         )
-        training = _training_tasks(profile, args.rounds, args.seed, getattr(args, "families", None))
+        training = training_rounds(profile.prompts_per_round, args.rounds, args.seed, getattr(args, "families", None))
         step = await api.last_step()
         round_s: list[float] = []
         for number in range(1, args.rounds + 1):
@@ -344,18 +344,6 @@ async def _one_round(
 
 def _interrupt(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
-
-
-def _training_tasks(
-    profile: RecipeProfile, rounds: int, seed: int, families: Sequence[str] | None = None
-) -> Iterator[list[DemoTask]]:
-    """Endless rounds of training prompts (of `families`, or all): distinct while the pools last, then reused."""
-    pool = generate("train", max(rounds * profile.prompts_per_round * 2, 64), seed=seed, families=families)
-    index = 0
-    while True:
-        batch = [pool[(index + i) % len(pool)] for i in range(profile.prompts_per_round)]
-        index += profile.prompts_per_round
-        yield batch
 
 
 def _print_round(console: Console, entry: dict[str, Any], rounds: int, run: DemoRun) -> None:

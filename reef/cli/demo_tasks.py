@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import random
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 
@@ -199,3 +199,14 @@ def partial_credit(task: DemoTask, text: str) -> float:
 def gate_partial_credit(text: str, task: Any) -> float:
     """`partial_credit` as an evaluation checker (`package.module:function` called with the gate's task)."""
     return partial_credit(DemoTask("", "", str(task.answer)), text)
+
+
+def training_rounds(
+    prompts_per_round: int, rounds: int, seed: int, families: Sequence[str] | None = None
+) -> Iterator[list[DemoTask]]:
+    """Endless rounds of training prompts (of `families`, or all): distinct while the pools last, then reused."""
+    pool = generate("train", max(rounds * prompts_per_round * 2, 64), seed=seed, families=families)
+    index = 0
+    while True:
+        yield [pool[(index + i) % len(pool)] for i in range(prompts_per_round)]
+        index += prompts_per_round

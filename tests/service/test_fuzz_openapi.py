@@ -1,7 +1,7 @@
 """Property-based fuzzing (schemathesis) of the OpenAPI document finds no server error.
 
-It covers the `/reef/*` routes and the `/v1/*` ones (described by reef/service/openapi_inference.py), the latter in front of
-the fake upstream; tests/service/test_fuzz_v1.py fuzzes `/v1/*` deeper, in every dialect pairing.
+It covers the `/reef/*` routes and the `/v1/*` ones (described by reef/service/openapi_inference.py), the latter
+in front of the fake upstream; tests/service/test_fuzz_v1.py fuzzes `/v1/*` deeper, in every dialect pairing.
 """
 
 from __future__ import annotations
