@@ -16,7 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.fakes.reef_process import ReefProcess
+from tests.fakes.reef_process import ReefProcess, wait_for_commits
 
 pytestmark = pytest.mark.model
 
@@ -70,16 +70,6 @@ def _report(client: httpx.Client, scenario: str, body: dict) -> httpx.Response:
     return client.post("/reef/report", headers={"x-reef-scenario": scenario}, json=body)
 
 
-def _commits(client: httpx.Client, scenario: str, count: int, timeout_s: float = 600) -> list[dict]:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        commits = client.get(f"/reef/scenarios/{scenario}/commits").json()["commits"]
-        if len(commits) >= count:
-            return commits
-        time.sleep(1)
-    raise AssertionError(f"fewer than {count} learner steps in {timeout_s} s: {client.get('/reef/status').json()}")
-
-
 def _serves(client: httpx.Client, scenario: str, release_id: str, timeout_s: float = 60) -> None:
     deadline = time.monotonic() + timeout_s  # the commit log is written just before the engine activates
     while _ask(client, scenario)["release_id"] != release_id:
@@ -101,7 +91,7 @@ def test_sdft_refuses_a_report_without_context_and_publishes_a_release_that_serv
             for answer in (first, _ask(client, "sdft")):
                 body = {"references": [answer["receipt"]], "metadata": {"demonstration": "22"}}
                 assert _report(client, "sdft", body).status_code == 200
-            (commit,) = _commits(client, "sdft", 1)
+            (commit,) = wait_for_commits(client, "sdft", 1, timeout_s=600, poll_s=1)
             assert commit["verdict"] == "published", commit
             assert commit["metrics"]["teacher"] == "self" and commit["metrics"]["teacher_s"] > 0
             _serves(client, "sdft", commit["release_id"])
@@ -114,7 +104,7 @@ def test_opd_distils_from_another_scenarios_release_and_refuses_a_report_without
             assert refused.status_code == 400 and "references" in refused.text
             for _ in range(2):
                 assert _report(client, "opd", {"references": [_ask(client, "opd")["receipt"]]}).status_code == 200
-            (commit,) = _commits(client, "opd", 1)
+            (commit,) = wait_for_commits(client, "opd", 1, timeout_s=600, poll_s=1)
             assert commit["verdict"] == "published", commit
             assert commit["metrics"]["teacher"] == "model"
             _serves(client, "opd", commit["release_id"])
@@ -133,7 +123,7 @@ def test_sdpo_trains_a_full_grid_and_discards_one_that_spans_two_releases(state:
                 metadata = {"step": "g1", "group": "q", "rollout": rollout}
                 body = {"score": score, "references": [attempt["receipt"]], "metadata": metadata}
                 assert _report(client, "sdpo", body).status_code == 200
-            (trained,) = _commits(client, "sdpo", 1)
+            (trained,) = wait_for_commits(client, "sdpo", 1, timeout_s=600, poll_s=1)
             assert trained["verdict"] == "published" and trained["metrics"]["teacher"] == "ema", trained
             _serves(client, "sdpo", trained["release_id"])
 
@@ -144,6 +134,6 @@ def test_sdpo_trains_a_full_grid_and_discards_one_that_spans_two_releases(state:
                 metadata = {"step": "g2", "group": "q", "rollout": rollout}
                 body = {"score": 1.0, "references": [attempt["receipt"]], "metadata": metadata}
                 assert _report(client, "sdpo", body).status_code == 200
-            discarded = _commits(client, "sdpo", 2)[-1]
+            discarded = wait_for_commits(client, "sdpo", 2, timeout_s=600, poll_s=1)[-1]
             assert discarded["verdict"] == "skipped" and "spans releases" in discarded["reason"], discarded
             assert _ask(client, "sdpo")["release_id"] == trained["release_id"]

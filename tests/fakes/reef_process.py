@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -94,3 +95,16 @@ class ReefProcess:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def wait_for_commits(
+    client: httpx.Client, scenario: str, count: int, timeout_s: float, poll_s: float = 0.1
+) -> list[dict[str, Any]]:
+    """The scenario's commits once there are at least `count` (AssertionError after `timeout_s`)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        commits: list[dict[str, Any]] = client.get(f"/reef/scenarios/{scenario}/commits").json()["commits"]
+        if len(commits) >= count:
+            return commits
+        time.sleep(poll_s)
+    raise AssertionError(f"fewer than {count} learner steps in {timeout_s} s: {client.get('/reef/status').json()}")

@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,7 +20,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.fakes.reef_process import ReefProcess
+from tests.fakes.reef_process import ReefProcess, wait_for_commits
 from tests.fakes.scripted_selector import SCRIPT_FILE
 from tests.fakes.upstream import FakeUpstream
 
@@ -63,16 +62,6 @@ def _flags(upstream: FakeUpstream, *extra: str) -> list[str]:
     ]  # fmt: skip
 
 
-def _wait_for_commits(client: httpx.Client, count: int, timeout_s: float = 60.0) -> list[dict[str, Any]]:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        commits = client.get(f"/reef/scenarios/{SCENARIO}/commits").json()["commits"]
-        if len(commits) >= count:
-            return commits
-        time.sleep(0.1)
-    raise AssertionError(f"the learner wrote {len(commits)} commits, not {count}: {commits}")
-
-
 def _report(client: httpx.Client, prompt: str, answer: str, **extra: Any) -> str:
     body = {"feedback": {"prompt": prompt, "answer": answer}, **extra}
     response = client.post("/reef/report", json=body, headers={"x-reef-scenario": SCENARIO})
@@ -91,26 +80,26 @@ def served(upstream: FakeUpstream, tmp_path_factory: pytest.TempPathFactory) -> 
             answered = client.post("/v1/chat/completions", json=chat, headers={"x-reef-scenario": SCENARIO})
             inference_id = answered.headers["x-reef-agent-record-id"]
             first_report = _report(client, "capital of France?", "Paris", references=[inference_id], score=1.0)
-            _wait_for_commits(client, 1)  # skipped: no gate tasks yet
+            wait_for_commits(client, SCENARIO, 1, timeout_s=60)  # skipped: no gate tasks yet
             tasks = [
                 {"prompt": "hello", "checker": "contains", "answer": "echo"},
                 {"prompt": "2+2?", "checker": "exact", "answer": "4"},
             ]
             assert client.post(f"/reef/scenarios/{SCENARIO}/tasks", json={"tasks": tasks}).status_code == 201
             (state / SCRIPT_FILE).write_text("accept\naccept\ntie\nlose\n")
-            _wait_for_commits(client, 2)  # the waiting report trains now: published
+            wait_for_commits(client, SCENARIO, 2, timeout_s=60)  # the waiting report trains now: published
             for count, (prompt, answer) in enumerate(
                 [("largest ocean?", "Pacific"), ("h2o?", "water"), ("sky?", "blue")], 3
             ):
                 _report(client, prompt, answer)
-                _wait_for_commits(client, count)
+                wait_for_commits(client, SCENARIO, count, timeout_s=60)
         server.stop()
         # In review mode an accepted candidate waits as a pending release.
         server = ReefProcess(state, *_flags(upstream, "--learning.review", "true"), port=server.port).start()
         with httpx.Client(base_url=server.url, headers={"authorization": f"Bearer {TOKEN}"}, timeout=30) as client:
             (state / SCRIPT_FILE).write_text("accept\n")
             _report(client, "fastest fish?", "sailfish")
-            verdicts = [c["verdict"] for c in _wait_for_commits(client, 6)]
+            verdicts = [c["verdict"] for c in wait_for_commits(client, SCENARIO, 6, timeout_s=60)]
         assert verdicts == ["skipped", "published", "published", "kept", "rejected", "pending"]
         yield Served(server, inference_id, first_report)
     finally:
