@@ -38,11 +38,7 @@ class AppendWork:
         return cls(
             rows=[record_row(r) for r in records],
             minted=[minted_here(r.agent_record_id) for r in records],
-            cited=tuple(
-                (r.agent_record_id, r.scenario, receipts)
-                for r in records
-                if r.request_type == "report" and (receipts := cited_receipts(r))
-            ),
+            cited=tuple((r.agent_record_id, r.scenario, receipts) for r in records if (receipts := cited_receipts(r))),
         )
 
 
