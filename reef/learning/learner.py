@@ -30,7 +30,7 @@ import shutil
 import tempfile
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +59,10 @@ MAX_ATTEMPTS = 3
 MAX_BACKOFF_S = 60.0
 
 
+class LostLeadership(Conflict):
+    """This replica no longer holds the scenario's learner lock: the step ends before publishing, writing nothing."""
+
+
 class Learner:
     """Turns one scenario's records into releases: a background task that steps as its training mode says."""
 
@@ -78,8 +82,10 @@ class Learner:
         commit_lock: asyncio.Lock,
         backend_factory: Callable[[], Any],
         gate: GateSources,
+        leading: Callable[[], Awaitable[bool]] | None = None,
     ) -> None:
         self.scenario = scenario
+        self._leading = leading  # checked right before each publish: does this replica still hold the lock?
         self.recipe = recipe
         self.settings = settings
         self.records = records
@@ -272,6 +278,10 @@ class Learner:
                     continue  # another batch may be ready already
             except asyncio.CancelledError:
                 raise
+            except LostLeadership as exc:  # another replica learns this scenario now; nothing here was written
+                log.warning("learner %s: %s; stopping", self.scenario, exc.message)
+                self._error(None, exc.message)
+                return
             except Exception as exc:  # never let the loop die: the server keeps serving
                 log.exception("learner %s: loop error", self.scenario)
                 self._error(None, f"{type(exc).__name__}: {exc}")
@@ -307,6 +317,8 @@ class Learner:
             with traced as step_span:
                 try:
                     commit = await self._grow_judge_commit(step, batch, work_dir)
+                except LostLeadership:
+                    raise
                 except Conflict as exc:
                     commit = await self._skip(step, batch, f"the head moved ({exc.message})", failed=False)
                     step_span.set(verdict=commit.verdict)
@@ -358,6 +370,8 @@ class Learner:
                     self.evaluator, self.selector, self.scenario, candidate.path, candidate.metrics, head
                 )
             evaluated.set(outcome=judgement.outcome, tasks=len(judgement.candidate_scores))
+        if self._leading is not None and not await self._leading():
+            raise LostLeadership(f"this replica lost the learner lock of scenario {self.scenario!r} before step {step}")
         with tracing.span("reef.learner.publish", outcome=judgement.outcome):
             return await self._settlement.settle(step, batch, candidate, parents, judgement)
 
