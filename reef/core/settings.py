@@ -90,6 +90,10 @@ class LearningSettings(_Section):
 class TrainingSettings(_Section):
     backend: Literal["local", "ray"] = "local"
     ray_address: str | None = None
+    # What a Ray training task asks for; custom resources place it (e.g. {trainer: 1} on nodes that declare them).
+    ray_num_cpus: float = Field(1.0, gt=0)
+    ray_num_gpus: float = Field(0.0, ge=0)
+    ray_resources: dict[str, float] = Field(default_factory=dict)
     lora_rank: int = Field(16, gt=0)
     lora_alpha: int = Field(32, gt=0)
     lora_dropout: float = Field(0.0, ge=0, lt=1)
