@@ -45,9 +45,9 @@ class RayBackend(TrainingBackend):
         import ray
 
         ray.init(address=self.address, ignore_reinit_error=True, log_to_driver=False)
-        task = ray.remote(
-            num_cpus=self.num_cpus, num_gpus=self.num_gpus, resources=self.resources or None, max_retries=0
-        )(run_remote)
+        task = ray.remote(num_cpus=self.num_cpus, num_gpus=self.num_gpus, resources=self.resources, max_retries=0)(
+            run_remote
+        )
         parent_files = read_tree(job.parent_adapter_path) if job.parent_adapter_path is not None else None
         threads = max(1, int(self.num_cpus))
         try:
