@@ -3,9 +3,10 @@
 Prints, for 16 concurrent connections and for one, non-streaming and streaming: req/s, p50 and p99 latency
 directly against the upstream and through Reef, and the added p50 latency. `--baseline-ref REF` measures that
 commit's build in the same run (before/after a change); `--tracing` measures this build with OpenTelemetry spans
-exported to a local OTLP receiver, and prints the cost per request. Uses `wrk` (Debian package) as the
-load generator because a Python client would eat the CPU it measures.
-Run: `.venv/bin/python benchmarks/proxy.py [--duration-s 10] [--baseline-ref REF] [--tracing]`.
+exported to a local OTLP receiver, and prints the cost per request. `--workers 1,2` measures `reef serve
+--reef.workers N` for each N in the same run ('vs reef' is then the gain over one worker). Uses `wrk` (Debian
+package) as the load generator because a Python client would eat the CPU it measures.
+Run: `.venv/bin/python benchmarks/proxy.py [--duration-s 10] [--baseline-ref REF] [--tracing] [--workers 1,2]`.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import re
 import shutil
 import sqlite3
@@ -145,7 +147,16 @@ def main() -> int:
     parser.add_argument("--connections", type=int, default=16)
     parser.add_argument("--baseline-ref", help="also measure this git ref's build (e.g. a commit before a change)")
     parser.add_argument("--tracing", action="store_true", help="also measure with OpenTelemetry spans exported")
+    parser.add_argument("--workers", default="1", help="--reef.workers counts to measure, e.g. 1,2 (1 always is)")
     args = parser.parse_args()
+    try:
+        worker_counts = sorted({1, *(int(n) for n in args.workers.split(","))})
+    except ValueError:
+        print(f"--workers: expected comma-separated counts such as 1,2, got {args.workers!r}", file=sys.stderr)
+        return 2
+    if worker_counts[0] < 1:
+        print("--workers: every count must be at least 1", file=sys.stderr)
+        return 2
     if not shutil.which("wrk"):
         print("wrk is required: apt-get install wrk", file=sys.stderr)
         return 2
@@ -160,6 +171,7 @@ def main() -> int:
     results: dict[str, list[dict[str, float]]] = {}
     with contextlib.ExitStack() as stack:
         variants = [Variant("reef")]
+        variants += [Variant(f"reef workers={n}", ["--reef.workers", str(n)]) for n in worker_counts[1:]]
         if args.tracing:
             # A real OTLP/HTTP receiver that only counts what it gets: the exporter's work is all Reef's.
             collector = stack.enter_context(OtlpCollector(keep_spans=False))
@@ -197,7 +209,9 @@ def main() -> int:
             print(f"{mode:<15}{connections:>6}  {'tracing cost':<16}{cost_us:>9.0f} µs per request (1 / req/s)")
     # With N closed-loop clients every request waits for the others' turns: p50 ≈ N / throughput (Little's law).
     print("at 16 connections the p50 is mostly queueing (≈ connections / req/s); 1 connection shows the hop itself")
-    print("'vs reef': req/s over this build's without tracing, in this run; '+p50': over the upstream alone")
+    print("'vs reef': req/s over this build's (one worker, no tracing) in this run; '+p50': over the upstream alone")
+    if len(worker_counts) > 1:
+        print(f"{os.cpu_count()} cores here, shared by the upstream, wrk, the record writer and every worker")
     return 0
 
 
