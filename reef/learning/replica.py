@@ -178,15 +178,8 @@ class Replica:
 
     async def _sync_all(self) -> None:
         try:
-            await self._sync("")  # "": look for scenarios created elsewhere
+            await self._sync("")  # "": every scenario, and those created elsewhere
         except asyncio.CancelledError:
             raise
         except Exception:
-            log.exception("looking for new scenarios failed")
-        for scenario in self._scenarios():
-            try:
-                await self._sync(scenario)
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.exception("release sync of %s failed", scenario)
+            log.exception("release sync failed")

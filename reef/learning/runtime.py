@@ -157,11 +157,16 @@ class Runtime:
             await learner.stop()
 
     async def _sync(self, name: str) -> None:
-        """Serve `name`'s head release if another replica moved it; `""`: bring up scenarios created elsewhere."""
-        if not name:
+        """Serve `name`'s head release if another replica moved it; `""`: every scenario, and bring up the
+        scenarios created elsewhere."""
+        if not name:  # every scenario: one look at the release store for all heads
             for info in await asyncio.to_thread(self.records.scenarios):
                 if info.name not in self._known:
                     await self.ensure_scenario(info.name)
+            heads = await asyncio.to_thread(self.release_store.head_ids, sorted(self._known))
+            for scenario, head_id in heads.items():
+                if head_id is not None and head_id != self.engine.active_release_id(scenario):
+                    await self._sync(scenario)
             return
         head = await asyncio.to_thread(self.release_store.head, name)
         if head is None or head.release_id == self.engine.active_release_id(name):
