@@ -7,7 +7,8 @@ sending every write over a channel of its own to the supervisor's writer, so app
 into the same fsync'd transactions as in one process. Learners are elected as among replicas (a file lock per
 scenario under `<storage.dir>/leaders`), so each scenario has one learner, in one of the workers.
 
-A worker that dies is started again. Ctrl-C (SIGINT) or SIGTERM: every worker drains (uvicorn's graceful shutdown)
+A worker that dies is started again; if the writer dies, the workers are restarted on a new one (until then their
+writes answer 503). Ctrl-C (SIGINT) or SIGTERM: every worker drains (uvicorn's graceful shutdown)
 and exits, then the writer commits what it was sent and stops.
 Workers are told they are workers by the environment variable `REEF_WORKER_WRITER_FD` (the channel's descriptor).
 """
@@ -82,6 +83,10 @@ class Supervisor:
             for index in range(self.settings.reef.workers):
                 self.workers[index] = self._spawn(records)
             while not self.stopping:
+                if not records.writer_alive():
+                    # The next spawn starts a new writer; the workers still on the dead one go and come back.
+                    log.warning("the record writer died; restarting the workers on a new one")
+                    self._stop_workers()
                 for index, process in list(self.workers.items()):
                     if process.poll() is not None and not self.stopping:
                         log.warning("worker %d (pid %d) exited with %s; starting it again", index, process.pid,
@@ -110,6 +115,9 @@ class Supervisor:
 
     def _stop(self, signum: int, _frame: Any) -> None:
         self.stopping = True
+        self._stop_workers()
+
+    def _stop_workers(self) -> None:
         for process in self.workers.values():
             if process.poll() is None:
                 process.send_signal(signal.SIGTERM)

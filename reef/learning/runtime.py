@@ -160,9 +160,13 @@ class Runtime:
         """Serve `name`'s head release if another replica moved it; `""`: every scenario, and bring up the
         scenarios created elsewhere."""
         if not name:  # every scenario: one look at the release store for all heads
-            for info in await asyncio.to_thread(self.records.scenarios):
-                if info.name not in self._known:
-                    await self.ensure_scenario(info.name)
+            live = {info.name for info in await asyncio.to_thread(self.records.scenarios)}
+            for created in sorted(live - self._known):
+                await self.ensure_scenario(created)
+            for deleted in sorted(self._known - live):
+                # Read again: one created here since the listing above is live.
+                if await asyncio.to_thread(self.records.scenario, deleted) is None:
+                    await self._forget(deleted)
             heads = await asyncio.to_thread(self.release_store.head_ids, sorted(self._known))
             for scenario, head_id in heads.items():
                 if head_id is not None and head_id != self.engine.active_release_id(scenario):
@@ -247,11 +251,7 @@ class Runtime:
         """Archive the scenario's records and release refs and stop its learner; NotFound if unknown."""
         if await asyncio.to_thread(self.records.scenario, name) is None:
             raise NotFound(f"scenario {name!r} does not exist")
-        self._known.discard(name)
-        learner = self._learners.pop(name, None)
-        if learner is not None:
-            await learner.stop()
-        await self.replica.resign(name)
+        await self._stop_learning(name)
         async with self._commit_lock(name):
             await asyncio.to_thread(self.gate.store.clear, name)
             await asyncio.to_thread(self.records.archive_scenario, name)
@@ -259,6 +259,24 @@ class Runtime:
             if callable(archive):
                 await asyncio.to_thread(archive, name)
             await self.engine.activate(name, None, None)
+        self._forget_serving(name)
+
+    async def _forget(self, name: str) -> None:
+        """Another replica deleted `name`: stop learning and serving it here."""
+        await self._stop_learning(name)
+        async with self._commit_lock(name):
+            await self.engine.activate(name, None, None)
+        self._forget_serving(name)
+        log.info("runtime: scenario %s was deleted by another replica", name)
+
+    async def _stop_learning(self, name: str) -> None:
+        self._known.discard(name)
+        learner = self._learners.pop(name, None)
+        if learner is not None:
+            await learner.stop()
+        await self.replica.resign(name)
+
+    def _forget_serving(self, name: str) -> None:
         self._prompts.pop(name, None)
         self._pinned = {key: ctx for key, ctx in self._pinned.items() if key[0] != name}
 

@@ -95,6 +95,11 @@ class GroupCommitWriter:
         """The writer process's id (None once closed)."""
         return None if self._closed or self._process is None else self._process.pid
 
+    def alive(self) -> bool:
+        """Whether the writer process (or, attached, the channel to it) is up."""
+        with self._lock:
+            return not self._closed and self._process is not None and self._process.alive()
+
     def append(self, work: Any) -> Any:
         """Commit `work` with whatever else is queued; blocks until durable."""
         return self._call_blocking(APPEND, work)

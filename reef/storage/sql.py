@@ -156,6 +156,10 @@ class SqlRecordStore(RecordStore):
     def set_control(self, name: str, control: ScenarioControl) -> None:
         self._writer.call(functools.partial(_set_control, name=name, control=control))
 
+    def writer_alive(self) -> bool:
+        """Whether the writer process is up (a dead one is started again by the next write)."""
+        return self._writer.alive()
+
     def channel_for_process(self) -> socket.socket:
         """A channel to this store's writer for another process to open the store with (`writer_fd`)."""
         return self._writer.channel_for_process()

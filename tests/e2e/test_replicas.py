@@ -185,6 +185,10 @@ def test_two_replicas_on_postgres_elect_one_learner_take_over_on_kill_and_sync_r
         )
         assert rolled.status_code == 200, rolled.text
         _all_serve([restarted.url, survivor], rolled.json()["release_id"])
+
+        # A scenario deleted on one replica stops being served on the other.
+        assert httpx.delete(f"{survivor}/reef/scenarios/{SCENARIO}", timeout=30).status_code in (200, 204)
+        _wait(lambda: _scenario(restarted.url) is None, 10, "the deletion seen by the other replica")
     finally:
         for replica in replicas.values():
             replica.stop()
@@ -271,6 +275,17 @@ def test_two_workers_on_sqlite_share_one_writer_elect_one_learner_and_take_over_
         _consumed_once(commits, [first, second])
         _wait(lambda: len(workers()) == 2, 60, "the killed worker started again")
         _all_serve([url], commits[1]["release_id"])
+
+        # kill -9 of the record writer: the supervisor starts a new one and the workers on it; nothing acknowledged
+        # is lost (the commits above and their records are still there) and appends work again.
+        before = set(workers())
+        os.kill(writers[0], signal.SIGKILL)
+        _wait(lambda: len(set(workers()) - before) == 2, 90, "both workers restarted on a new writer")
+        _wait(lambda: httpx.post(url + "/reef/report", json={"feedback": {"prompt": "p", "answer": "a"}},
+                                 headers={"x-reef-scenario": SCENARIO}, timeout=30).status_code == 200,
+              60, "a report accepted again")  # fmt: skip
+        writers = [pid for pid in _children(server.process.pid) if "writer_process" in _cmdline(pid)]
+        assert len(writers) == 1 and _commits(url) == commits
 
         # Ctrl-C: every worker drains, the writer stops, the supervisor exits 0.
         pids = [*workers(), *writers]
