@@ -108,7 +108,8 @@ def _process_tree(pid: int) -> list[int]:
                 parents[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
     found, frontier = [pid], [pid]
     while frontier:
-        children = [child for child, parent in parents.items() if parent == frontier.pop()]
+        current = frontier.pop()
+        children = [child for child, parent in parents.items() if parent == current]
         found += children
         frontier += children
     return found
