@@ -370,8 +370,7 @@ class Learner:
                     self.evaluator, self.selector, self.scenario, candidate.path, candidate.metrics, head
                 )
             evaluated.set(outcome=judgement.outcome, tasks=len(judgement.candidate_scores))
-        if self._leading is not None and not await self._leading():
-            raise LostLeadership(f"this replica lost the learner lock of scenario {self.scenario!r} before step {step}")
+        await self._check_leading(step)
         with tracing.span("reef.learner.publish", outcome=judgement.outcome):
             return await self._settlement.settle(step, batch, candidate, parents, judgement)
 
@@ -385,7 +384,13 @@ class Learner:
             self._error(step, f"marking records consumed failed: {type(exc).__name__}: {exc}")
             await asyncio.to_thread(self._resume)
 
+    async def _check_leading(self, step: int) -> None:
+        """Before anything is written to the shared stores: LostLeadership if another replica may learn now."""
+        if self._leading is not None and not await self._leading():
+            raise LostLeadership(f"this replica lost the learner lock of scenario {self.scenario!r} before step {step}")
+
     async def _skip(self, step: int, batch: Batch, reason: str, failed: bool = True) -> Commit:
+        await self._check_leading(step)
         self._failures += 1 if failed else 0
         give_up = self._failures >= MAX_ATTEMPTS
         consumed = list(batch.record_ids) if give_up else []
@@ -416,6 +421,7 @@ class Learner:
 
     async def _decline(self, reason: str) -> None:
         """A `skipped` commit that trained nothing and consumes nothing, saying why."""
+        await self._check_leading(self._step + 1)
         self._error(None, reason)
         commit = self._commit(self._step + 1, "skipped", None, NO_PARENTS, unjudged(reason), [])
         await asyncio.to_thread(self.commits.append, commit)
@@ -425,6 +431,7 @@ class Learner:
         """Commit what the processor dropped on its own (an sdpo grid spanning releases) as skipped, consuming it."""
         drain = getattr(self._processor, "discarded", None)
         for reason, record_ids in drain() if callable(drain) else []:
+            await self._check_leading(self._step + 1)
             commit = self._commit(self._step + 1, "skipped", None, NO_PARENTS, unjudged(reason), record_ids)
             await asyncio.to_thread(self.commits.append, commit)
             await asyncio.to_thread(self.records.mark_consumed, record_ids, commit.step)

@@ -13,7 +13,9 @@ import psycopg
 import pytest
 
 from reef.coordination.election import FileElection, PostgresElection, SoleElection, lock_key
+from tests.fakes.learning_recipe import DemoRecipe
 from tests.fakes.learning_world import QUESTIONS, consumed_steps, make_settings, open_world, started
+from tests.fakes.training_backend import FakeTrainingBackend
 
 POSTGRES_URL = os.environ.get("REEF_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test").replace(
     "postgresql+psycopg://", "postgresql://"
@@ -122,4 +124,19 @@ async def test_status_names_the_replica_and_the_leader(tmp_path: Path) -> None:
     status = world.runtime.status()
     assert status["replica_id"] == "replica-1"
     assert status["scenarios"]["math"]["leader"] is True and status["scenarios"]["math"]["leader_id"] == "replica-1"
+    await world.runtime.stop()
+
+
+async def test_a_leader_that_lost_its_lock_writes_no_skipped_step_for_a_failed_job(tmp_path: Path) -> None:
+    election = Revocable("me")
+    backend = FakeTrainingBackend(fail_times=1)
+    settings = make_settings(tmp_path, policy="always")
+    world = await started(open_world(tmp_path, settings, DemoRecipe, backend, election=election))
+    for question in list(QUESTIONS)[:2]:
+        world.report("math", question, QUESTIONS[question])
+    election.revoked = True
+    with pytest.raises(Exception, match="lost the learner lock"):
+        await world.runtime.step("math")
+    assert backend.jobs and world.runtime.commits("math", -1, 10) == []
+    assert set(consumed_steps(world).values()) == {None}
     await world.runtime.stop()
