@@ -124,6 +124,9 @@ def open_coordination(settings: Settings) -> tuple[Any, Any, Any]:
         deployment = sa.make_url(storage.record_database_url).render_as_string(hide_password=True)
         url = libpq_url(storage.record_database_url)
         commits = SqlCommitLog(postgres_engine(storage.record_database_url, None, 2))
+        if (storage.dir / "commits").is_dir():  # steps logged to files before the log moved into the database
+            for scenario in commits.adopt(FileCommitLog(storage.dir / "commits")):
+                log.warning("commit log of %s copied from %s into the database", scenario, storage.dir / "commits")
         return PostgresElection(url, deployment, replica_id), PostgresReleaseHints(url, deployment), commits
     return FileElection(storage.dir / "leaders", replica_id), NoHints(), FileCommitLog(storage.dir / "commits")
 

@@ -15,6 +15,8 @@ import sqlalchemy as sa
 
 from reef.core.releases import Commit
 from reef.releases.base import CommitLog
+from reef.releases.commit_log import FileCommitLog
+from reef.releases.names import decode_name
 
 _metadata = sa.MetaData()
 learner_commits = sa.Table(
@@ -35,10 +37,24 @@ class SqlCommitLog(CommitLog):
         with engine.begin() as conn:
             _metadata.create_all(conn)
 
+    def adopt(self, files: FileCommitLog) -> list[str]:
+        """Copy in the steps of every scenario that has a file log but no step here yet (a deployment that ran on
+        PostgreSQL before its commit log moved into the database); the scenarios copied."""
+        adopted = []
+        for path in sorted(files.directory.glob("*.jsonl")):
+            scenario = decode_name(path.stem)
+            if self.last(scenario) is not None:
+                continue
+            steps = files.list(scenario, -1, 1 << 30)
+            if steps:
+                with self.engine.begin() as conn:
+                    conn.execute(learner_commits.insert(), [_row(commit) for commit in steps])
+                adopted.append(scenario)
+        return adopted
+
     def append(self, commit: Commit) -> None:
-        body = json.dumps(commit.to_json(), separators=(",", ":"), sort_keys=True)
         with self.engine.begin() as conn:
-            conn.execute(learner_commits.insert().values(scenario=commit.scenario, step=commit.step, body=body))
+            conn.execute(learner_commits.insert().values(**_row(commit)))
 
     def list(
         self, scenario: str, after_step: int = -1, limit: int = 100, *, record_id: str | None = None
@@ -75,6 +91,11 @@ class SqlCommitLog(CommitLog):
         with self.engine.connect() as conn:
             body = conn.execute(query).scalar()
         return _commit(body) if body is not None else None
+
+
+def _row(commit: Commit) -> dict[str, Any]:
+    body = json.dumps(commit.to_json(), separators=(",", ":"), sort_keys=True)
+    return {"scenario": commit.scenario, "step": commit.step, "body": body}
 
 
 def _commit(body: str) -> Commit:

@@ -6,12 +6,14 @@ import dataclasses
 import os
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import psycopg
 import pytest
 import sqlalchemy as sa
 
 from reef.coordination.commit_log import SqlCommitLog
+from reef.releases import FileCommitLog
 from reef.storage.sql import postgres_engine
 from tests.releases.test_commit_log import commit
 
@@ -65,3 +67,16 @@ def test_a_step_is_written_once(engine: sa.Engine) -> None:
     log.append(commit(1))
     with pytest.raises(sa.exc.IntegrityError):
         log.append(commit(1))
+
+
+def test_a_file_log_from_before_is_adopted_once(engine: sa.Engine, tmp_path: Path) -> None:
+    files = FileCommitLog(tmp_path / "commits")
+    for step in (1, 2):
+        files.append(commit(step, "team:a.b"))
+    log = SqlCommitLog(engine)
+    log.append(commit(1, "other"))
+    files.append(commit(9, "other"))  # "other" has steps in the database already: its file is not copied
+    assert log.adopt(files) == ["team:a.b"]
+    assert log.list("team:a.b") == files.list("team:a.b")
+    assert [c.step for c in log.list("other")] == [1]
+    assert log.adopt(files) == []
