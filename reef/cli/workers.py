@@ -81,7 +81,7 @@ class Supervisor:
         log.info("reef: %d workers on http://%s:%d", self.settings.reef.workers, self.settings.reef.host, self.port)
         try:
             for index in range(self.settings.reef.workers):
-                self.workers[index] = self._spawn(records)
+                self.workers[index] = self._spawn(records, index)
             while not self.stopping:
                 if not records.writer_alive():
                     # The next spawn starts a new writer; the workers still on the dead one go and come back.
@@ -93,7 +93,7 @@ class Supervisor:
                                     process.returncode)  # fmt: skip
                         time.sleep(RESTART_DELAY_S)
                         if not self.stopping:
-                            self.workers[index] = self._spawn(records)
+                            self.workers[index] = self._spawn(records, index)
                 time.sleep(0.2)
             return self._drain()
         finally:
@@ -102,12 +102,14 @@ class Supervisor:
             holder.close()
             records.close()  # after every worker: the writer commits what they sent, then stops
 
-    def _spawn(self, records: Any) -> subprocess.Popen[bytes]:
+    def _spawn(self, records: Any, index: int) -> subprocess.Popen[bytes]:
         channel = records.channel_for_process()
         try:
             fd = channel.fileno()
             command = [sys.executable, "-m", "reef.cli.main", "serve", *self.argv]
             command += ["--reef.workers", "1", "--reef.port", str(self.port)]
+            if self.settings.reef.replica_id:  # each worker is a replica of its own: `<id>/<worker index>`
+                command += ["--reef.replica-id", f"{self.settings.reef.replica_id}/{index}"]
             env = {**os.environ, WRITER_FD_ENV: str(fd)}
             return subprocess.Popen(command, env=env, pass_fds=(fd,), stdin=subprocess.DEVNULL)
         finally:
