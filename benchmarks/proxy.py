@@ -3,9 +3,10 @@
 Prints, for 16 concurrent connections and for one, non-streaming and streaming: req/s, p50 and p99 latency
 directly against the upstream and through Reef, and the added p50 latency. `--baseline-ref REF` measures that
 commit's build in the same run (before/after a change); `--tracing` measures this build with OpenTelemetry spans
-exported to a local OTLP receiver, and prints the cost per request. Uses `wrk` (Debian package) as the
-load generator because a Python client would eat the CPU it measures.
-Run: `.venv/bin/python benchmarks/proxy.py [--duration-s 10] [--baseline-ref REF] [--tracing]`.
+exported to a local OTLP receiver, and prints the cost per request. `--workers 1,2` measures `reef serve
+--reef.workers N` for each N in the same run ('vs reef' is then the gain over one worker). Uses `wrk` (Debian
+package) as the load generator because a Python client would eat the CPU it measures.
+Run: `.venv/bin/python benchmarks/proxy.py [--duration-s 10] [--baseline-ref REF] [--tracing] [--workers 1,2]`.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import re
 import shutil
 import sqlite3
@@ -51,6 +53,7 @@ def _unit_ms(value: str) -> float:
 
 
 def run_wrk(url: str, body: dict, duration_s: int, connections: int) -> dict[str, float]:
+    """One wrk run: req/s, p50/p99 latency, non-2xx answers and how many it read whole."""
     with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as script:
         script.write(LUA.format(body=json.dumps(body)))
     out = subprocess.run(
@@ -96,6 +99,32 @@ def _records_stored(state: Path) -> int:
         return int(db.execute("SELECT count(*) FROM reef_records WHERE scenario = 'bench'").fetchone()[0])
 
 
+def _process_tree(pid: int) -> list[int]:
+    """`pid` and its descendants (from /proc)."""
+    parents: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                parents[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+    found, frontier = [pid], [pid]
+    while frontier:
+        current = frontier.pop()
+        children = [child for child, parent in parents.items() if parent == current]
+        found += children
+        frontier += children
+    return found
+
+
+def _cpu_seconds(pids: list[int]) -> float:
+    """User + system CPU seconds the processes have used so far (those gone count 0)."""
+    total = 0.0
+    for pid in pids:
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
+
+
 @contextlib.contextmanager
 def checkout(ref: str) -> Iterator[Path]:
     """A temporary `git worktree` of this repository at `ref` (the build a variant runs), removed afterwards."""
@@ -128,7 +157,11 @@ def measure(
     try:
         for _mode, body, connections in loads:
             answered += run_wrk(reef.url + PATH, body, 2, connections)["n"]  # warm-up: scenario, connections
+            assert reef.process is not None
+            pids = _process_tree(reef.process.pid)  # every worker and the record writer
+            used, started = _cpu_seconds(pids), time.monotonic()
             runs.append(run_wrk(reef.url + PATH, body, duration_s, connections))
+            runs[-1]["cores"] = (_cpu_seconds(pids) - used) / (time.monotonic() - started)
             answered += runs[-1]["n"]
     finally:
         reef.stop()
@@ -145,7 +178,16 @@ def main() -> int:
     parser.add_argument("--connections", type=int, default=16)
     parser.add_argument("--baseline-ref", help="also measure this git ref's build (e.g. a commit before a change)")
     parser.add_argument("--tracing", action="store_true", help="also measure with OpenTelemetry spans exported")
+    parser.add_argument("--workers", default="1", help="--reef.workers counts to measure, e.g. 1,2 (1 always is)")
     args = parser.parse_args()
+    try:
+        worker_counts = sorted({1, *(int(n) for n in args.workers.split(","))})
+    except ValueError:
+        print(f"--workers: expected comma-separated counts such as 1,2, got {args.workers!r}", file=sys.stderr)
+        return 2
+    if worker_counts[0] < 1:
+        print("--workers: every count must be at least 1", file=sys.stderr)
+        return 2
     if not shutil.which("wrk"):
         print("wrk is required: apt-get install wrk", file=sys.stderr)
         return 2
@@ -160,6 +202,7 @@ def main() -> int:
     results: dict[str, list[dict[str, float]]] = {}
     with contextlib.ExitStack() as stack:
         variants = [Variant("reef")]
+        variants += [Variant(f"reef workers={n}", ["--reef.workers", str(n)]) for n in worker_counts[1:]]
         if args.tracing:
             # A real OTLP/HTTP receiver that only counts what it gets: the exporter's work is all Reef's.
             collector = stack.enter_context(OtlpCollector(keep_spans=False))
@@ -179,16 +222,17 @@ def main() -> int:
             upstream.terminate()
     print(f"\n{args.duration_s} s per run; Reef records every request durably (SQLite, fsync'd group commits)")
     print(f"{'mode':<15}{'conns':>6}  {'server':<16}{'req/s':>10}{'vs reef':>9}{'p50 ms':>9}{'p99 ms':>9}"
-          f"{'+p50 ms':>9}{'non-2xx':>9}")  # fmt: skip
+          f"{'+p50 ms':>9}{'non-2xx':>9}{'cores':>7}")  # fmt: skip
     for index, (mode, _body, connections) in enumerate(loads):
         direct, ours = results["upstream"][index], results["reef"][index]
         for name, runs in results.items():
             r = runs[index]
             ratio = "" if name == "upstream" else f"{r['rps'] / ours['rps']:.2f}"
             added = "" if name == "upstream" else f"{r['p50_ms'] - direct['p50_ms']:.2f}"
+            cores = f"{r['cores']:.2f}" if "cores" in r else ""
             print(
                 f"{mode:<15}{connections:>6}  {name:<16}{r['rps']:>10.0f}{ratio:>9}{r['p50_ms']:>9.2f}"
-                f"{r['p99_ms']:>9.2f}{added:>9}{r['non_2xx']:>9}"
+                f"{r['p99_ms']:>9.2f}{added:>9}{r['non_2xx']:>9}{cores:>7}"
             )
         if "reef+tracing" in results and connections == 1:
             # One connection, closed loop: the extra time per request is the difference of the mean latencies.
@@ -197,7 +241,11 @@ def main() -> int:
             print(f"{mode:<15}{connections:>6}  {'tracing cost':<16}{cost_us:>9.0f} µs per request (1 / req/s)")
     # With N closed-loop clients every request waits for the others' turns: p50 ≈ N / throughput (Little's law).
     print("at 16 connections the p50 is mostly queueing (≈ connections / req/s); 1 connection shows the hop itself")
-    print("'vs reef': req/s over this build's without tracing, in this run; '+p50': over the upstream alone")
+    print("'vs reef': req/s over this build's (one worker, no tracing) in this run; '+p50': over the upstream alone")
+    print(
+        f"'cores': CPU-seconds per second used by Reef's processes (workers + record writer) during the run; "
+        f"{os.cpu_count()} cores here, load average now {os.getloadavg()[0]:.1f}"
+    )
     return 0
 
 

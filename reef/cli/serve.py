@@ -81,8 +81,8 @@ def open_engine(settings: Settings) -> Any:
 
 def build_app(settings: Settings) -> Any:
     """Open every part named by `settings` and return the ASGI app."""
+    from reef.cli.workers import shared_writer_fd
     from reef.learning.runtime import Runtime
-    from reef.releases.commit_log import FileCommitLog
     from reef.releases.git import open_release_store
     from reef.service.app import create_app
     from reef.storage.sql import open_record_store
@@ -90,11 +90,45 @@ def build_app(settings: Settings) -> Any:
     storage = settings.storage
     storage.dir.mkdir(parents=True, exist_ok=True)
     engine = open_engine(settings)
-    records = open_record_store(storage.record_backend, directory=storage.dir, database_url=storage.record_database_url)
+    records = open_record_store(
+        storage.record_backend,
+        directory=storage.dir,
+        database_url=storage.record_database_url,
+        writer_fd=shared_writer_fd(),
+    )
     releases = open_release_store(storage.release_repository_location(), storage.dir / "release-cache")
-    commits = FileCommitLog(storage.dir / "commits")
-    runtime = Runtime(settings, records, releases, commits, engine)
+    election, hints, commits = open_coordination(settings)
+    runtime = Runtime(settings, records, releases, commits, engine, election=election, hints=hints)
     return create_app(settings, runtime, records, engine)
+
+
+def open_coordination(settings: Settings) -> tuple[Any, Any, Any]:
+    """The election, release hints and commit log the record store's backend calls for.
+
+    PostgreSQL (replicas on many machines): advisory-lock elections, LISTEN/NOTIFY hints and the commit log in the
+    database, all keyed by the database URL (so the replicas of one deployment must use the same URL). SQLite (one
+    machine; one process or `--reef.workers N`): file-lock elections under `<storage.dir>/leaders`, polling only,
+    the commit log as files under `<storage.dir>/commits`.
+    """
+    from reef.coordination.election import FileElection, PostgresElection
+    from reef.coordination.hints import NoHints, PostgresReleaseHints
+    from reef.releases.commit_log import FileCommitLog
+
+    storage, replica_id = settings.storage, settings.reef.replica_id
+    if storage.record_backend == "postgres" and storage.record_database_url:
+        import sqlalchemy as sa
+
+        from reef.coordination.commit_log import SqlCommitLog
+        from reef.storage.sql import libpq_url, postgres_engine
+
+        deployment = sa.make_url(storage.record_database_url).render_as_string(hide_password=True)
+        url = libpq_url(storage.record_database_url)
+        commits = SqlCommitLog(postgres_engine(storage.record_database_url, None, 2))
+        if (storage.dir / "commits").is_dir():  # steps logged to files before the log moved into the database
+            for scenario in commits.adopt(FileCommitLog(storage.dir / "commits")):
+                log.warning("commit log of %s copied from %s into the database", scenario, storage.dir / "commits")
+        return PostgresElection(url, deployment, replica_id), PostgresReleaseHints(url, deployment), commits
+    return FileElection(storage.dir / "leaders", replica_id), NoHints(), FileCommitLog(storage.dir / "commits")
 
 
 def run_serve(args: argparse.Namespace, extra: list[str]) -> int:
@@ -103,6 +137,11 @@ def run_serve(args: argparse.Namespace, extra: list[str]) -> int:
         print_config(settings, sources)
         return 0
     logging.basicConfig(level=settings.reef.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from reef.cli.workers import Supervisor, is_worker
+
+    if settings.reef.workers > 1 and not is_worker():
+        argv = (["-c", str(args.config)] if args.config else []) + list(extra)
+        return Supervisor(settings, argv).run()
     try:
         # Before anything is opened: a tracing setting that cannot work stops the start, as any bad setting does.
         traced = tracing.configure(settings.observability)
@@ -132,6 +171,11 @@ def _run_server(settings: Settings, app: Any) -> int:
         settings.learning.recipe,
         settings.storage.dir,
     )
+    from reef.cli.workers import is_worker, reuseport_socket
+
+    sockets = None
+    if is_worker():  # one of `--reef.workers N`: its own socket on the shared port
+        sockets = [reuseport_socket(settings.reef.host, settings.reef.port)]
     config = uvicorn.Config(
         app,
         host=settings.reef.host,
@@ -144,7 +188,7 @@ def _run_server(settings: Settings, app: Any) -> int:
         timeout_graceful_shutdown=5,
     )
     server = _server_class()(config)
-    server.run()
+    server.run(sockets=sockets)
     return 0 if server.started else 1
 
 

@@ -42,8 +42,10 @@ def run_status(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(status, indent=2))
         return 0
-    table = Table(title=f"Reef {status.get('version', '')} at {args.url}")
-    for column in ("scenario", "step", "ready", "job", "gate", "last verdict", "current release", "errors"):
+    replica = f" (replica {status['replica_id']})" if status.get("replica_id") else ""
+    table = Table(title=f"Reef {status.get('version', '')} at {args.url}{replica}")
+    columns = ("scenario", "learner", "step", "ready", "job", "gate", "last verdict", "current release", "errors")
+    for column in columns:
         table.add_column(column)
     waiting = []
     for name, state in sorted((status.get("scenarios") or {}).items()):
@@ -53,6 +55,7 @@ def run_status(args: argparse.Namespace) -> int:
             waiting.append(f"{name}: {gate['waiting']}")
         table.add_row(
             name,
+            "here" if state.get("leader") else str(state.get("leader_id") or "none"),
             str(state.get("step", "")),
             f"{state.get('ready', '')}/{state.get('batch_size', '')}" if "ready" in state else "",
             str((state.get("job") or {}).get("state", "")),

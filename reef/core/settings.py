@@ -23,6 +23,10 @@ class ServerSettings(_Section):
     max_body_bytes: int = Field(16 * 1024 * 1024, gt=0)
     implicit_scenarios: bool = True
     log_level: Literal["debug", "info", "warning", "error"] = "info"
+    # Serving processes on one port (SO_REUSEPORT), sharing one record writer; one learner per scenario by election.
+    workers: int = Field(1, gt=0)
+    # This replica's name in GET /reef/status and in learner elections; None: `<hostname>:<pid>`.
+    replica_id: str | None = Field(None, min_length=1, max_length=200)
 
     def all_tokens(self) -> list[str]:
         found = [t.get_secret_value() for t in self.tokens]
@@ -62,6 +66,9 @@ class StorageSettings(_Section):
     record_database_url: str | None = None
     release_repository: str | None = None  # default: <dir>/releases.git
     retention_max_body_bytes: int | None = None
+    # How often a replica reads the release store's heads and activates a release another replica published (the
+    # guarantee; on PostgreSQL a NOTIFY after each publish wakes the replicas sooner).
+    release_poll_s: float = Field(1.0, gt=0)
 
     def release_repository_location(self) -> str:
         return self.release_repository or str(self.dir / "releases.git")
@@ -75,12 +82,18 @@ class LearningSettings(_Section):
     batch_size: int = Field(8, gt=0)
     review: bool = False
     poll_interval_s: float = Field(1.0, gt=0)
+    # A scenario whose learner's replica died (or lost its lock) gets a new learner on another replica within this.
+    election_timeout_s: float = Field(15.0, gt=0)
     recipe_config: dict[str, Any] = Field(default_factory=dict)
 
 
 class TrainingSettings(_Section):
     backend: Literal["local", "ray"] = "local"
     ray_address: str | None = None
+    # What a Ray training task asks for; custom resources place it (e.g. {trainer: 1} on nodes that declare them).
+    ray_num_cpus: float = Field(1.0, gt=0)
+    ray_num_gpus: float = Field(0.0, ge=0)
+    ray_resources: dict[str, float] = Field(default_factory=dict)
     lora_rank: int = Field(16, gt=0)
     lora_alpha: int = Field(32, gt=0)
     lora_dropout: float = Field(0.0, ge=0, lt=1)

@@ -30,7 +30,7 @@ import shutil
 import tempfile
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +59,10 @@ MAX_ATTEMPTS = 3
 MAX_BACKOFF_S = 60.0
 
 
+class LostLeadership(Conflict):
+    """This replica no longer holds the scenario's learner lock: the step ends before publishing, writing nothing."""
+
+
 class Learner:
     """Turns one scenario's records into releases: a background task that steps as its training mode says."""
 
@@ -78,8 +82,10 @@ class Learner:
         commit_lock: asyncio.Lock,
         backend_factory: Callable[[], Any],
         gate: GateSources,
+        leading: Callable[[], Awaitable[bool]] | None = None,
     ) -> None:
         self.scenario = scenario
+        self._leading = leading  # checked right before each publish: does this replica still hold the lock?
         self.recipe = recipe
         self.settings = settings
         self.records = records
@@ -272,6 +278,10 @@ class Learner:
                     continue  # another batch may be ready already
             except asyncio.CancelledError:
                 raise
+            except LostLeadership as exc:  # another replica learns this scenario now; nothing here was written
+                log.warning("learner %s: %s; stopping", self.scenario, exc.message)
+                self._error(None, exc.message)
+                return
             except Exception as exc:  # never let the loop die: the server keeps serving
                 log.exception("learner %s: loop error", self.scenario)
                 self._error(None, f"{type(exc).__name__}: {exc}")
@@ -307,6 +317,8 @@ class Learner:
             with traced as step_span:
                 try:
                     commit = await self._grow_judge_commit(step, batch, work_dir)
+                except LostLeadership:
+                    raise
                 except Conflict as exc:
                     commit = await self._skip(step, batch, f"the head moved ({exc.message})", failed=False)
                     step_span.set(verdict=commit.verdict)
@@ -358,6 +370,7 @@ class Learner:
                     self.evaluator, self.selector, self.scenario, candidate.path, candidate.metrics, head
                 )
             evaluated.set(outcome=judgement.outcome, tasks=len(judgement.candidate_scores))
+        await self._check_leading(step)
         with tracing.span("reef.learner.publish", outcome=judgement.outcome):
             return await self._settlement.settle(step, batch, candidate, parents, judgement)
 
@@ -371,7 +384,13 @@ class Learner:
             self._error(step, f"marking records consumed failed: {type(exc).__name__}: {exc}")
             await asyncio.to_thread(self._resume)
 
+    async def _check_leading(self, step: int) -> None:
+        """Before anything is written to the shared stores: LostLeadership if another replica may learn now."""
+        if self._leading is not None and not await self._leading():
+            raise LostLeadership(f"this replica lost the learner lock of scenario {self.scenario!r} before step {step}")
+
     async def _skip(self, step: int, batch: Batch, reason: str, failed: bool = True) -> Commit:
+        await self._check_leading(step)
         self._failures += 1 if failed else 0
         give_up = self._failures >= MAX_ATTEMPTS
         consumed = list(batch.record_ids) if give_up else []
@@ -402,6 +421,7 @@ class Learner:
 
     async def _decline(self, reason: str) -> None:
         """A `skipped` commit that trained nothing and consumes nothing, saying why."""
+        await self._check_leading(self._step + 1)
         self._error(None, reason)
         commit = self._commit(self._step + 1, "skipped", None, NO_PARENTS, unjudged(reason), [])
         await asyncio.to_thread(self.commits.append, commit)
@@ -411,6 +431,7 @@ class Learner:
         """Commit what the processor dropped on its own (an sdpo grid spanning releases) as skipped, consuming it."""
         drain = getattr(self._processor, "discarded", None)
         for reason, record_ids in drain() if callable(drain) else []:
+            await self._check_leading(self._step + 1)
             commit = self._commit(self._step + 1, "skipped", None, NO_PARENTS, unjudged(reason), record_ids)
             await asyncio.to_thread(self.commits.append, commit)
             await asyncio.to_thread(self.records.mark_consumed, record_ids, commit.step)

@@ -13,6 +13,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from reef.coordination.election import Election, SoleElection
+from reef.coordination.hints import NoHints, ReleaseHints
 from reef.core.errors import BadRequest, Conflict, NotFound
 from reef.core.releases import Release, ReleaseOperation
 from reef.core.settings import Settings
@@ -25,6 +27,7 @@ from reef.learning.evaluation.tasks import GateTasks
 from reef.learning.gate import GateSources
 from reef.learning.growth import default_backend_factory
 from reef.learning.learner import Learner
+from reef.learning.replica import Replica
 from reef.learning.search import serving_search
 from reef.releases.base import CommitLog, ReleaseStore
 from reef.storage.base import RecordStore, ScenarioInfo
@@ -58,6 +61,8 @@ class Runtime:
         evaluator: Evaluator | None = None,
         selector: Selector | None = None,
         backend_factory: Any = None,
+        election: Election | None = None,
+        hints: ReleaseHints | None = None,
     ) -> None:
         self.settings = settings
         self.records = records
@@ -88,6 +93,18 @@ class Runtime:
         self._prompts: dict[str, str | None] = {}  # scenario -> harness system prompt of the serving release
         self._pinned: dict[tuple[str, str], RequestContext] = {}
         self._started = False
+        # Among replicas sharing the stores: one learner per scenario by election, serving releases kept current.
+        self.replica = Replica(
+            election or SoleElection(settings.reef.replica_id),
+            hints or NoHints(),
+            election_timeout_s=settings.learning.election_timeout_s,
+            release_poll_s=settings.storage.release_poll_s,
+            scenarios=lambda: sorted(self._known),
+            lead=self._lead,
+            follow=self._follow,
+            sync=self._sync,
+            elects=self.learns,
+        )
 
     # ---- lifecycle -------------------------------------------------------------------------------------------
 
@@ -99,18 +116,23 @@ class Runtime:
             await asyncio.to_thread(check_teacher, self.release_store, [info.name for info in scenarios])
         for info in scenarios:
             await self._bring_up(info.name)
+        self.replica.start()
         self._started = True
         log.info(
-            "runtime: %d scenarios, recipe %s, learning %s",
+            "runtime: replica %s, %d scenarios (leading %d), recipe %s, learning %s",
+            self.replica.replica_id,
             len(scenarios),
+            len(self.replica.leading),
             self.recipe.name,
             self.settings.learning.mode if self.learns else "off",
         )
 
     async def stop(self) -> None:
-        """Stop every learner (unacknowledged batches are retried at the next start)."""
+        """Stop every learner (unacknowledged batches are retried at the next start), then give up its locks."""
+        await self.replica.stop_loops()
         learners, self._learners = list(self._learners.values()), {}
         await asyncio.gather(*(learner.stop() for learner in learners), return_exceptions=True)
+        await self.replica.close()
 
     async def _bring_up(self, name: str) -> None:
         head = await asyncio.to_thread(self.release_store.head, name)
@@ -118,10 +140,51 @@ class Runtime:
             head = await self._publish_base(name)
         await self._activate(name, head)
         self._known.add(name)
-        if self.learns and name not in self._learners:
+        if self.learns:
+            await self.replica.elect(name)
+
+    async def _lead(self, name: str) -> None:
+        """This replica won the election of `name`: start its learner (resuming from the shared stores)."""
+        if name not in self._learners:
             learner = self._new_learner(name)
             self._learners[name] = learner
             await learner.start()
+
+    async def _follow(self, name: str) -> None:
+        """This replica lost the lock of `name`: stop its learner (its unfinished batch stays unconsumed)."""
+        learner = self._learners.pop(name, None)
+        if learner is not None:
+            await learner.stop()
+
+    async def _sync(self, name: str) -> None:
+        """Serve `name`'s head release if another replica moved it; `""`: every scenario, and bring up the
+        scenarios created elsewhere."""
+        if not name:  # every scenario: one look at the release store for all heads
+            live = {info.name for info in await asyncio.to_thread(self.records.scenarios)}
+            for created in sorted(live - self._known):
+                await self.ensure_scenario(created)
+            for deleted in sorted(self._known - live):
+                # Read again: one created here since the listing above is live.
+                if await asyncio.to_thread(self.records.scenario, deleted) is None:
+                    await self._forget(deleted)
+            heads = await asyncio.to_thread(self.release_store.head_ids, sorted(self._known))
+            for scenario, head_id in heads.items():
+                if head_id is not None and head_id != self.engine.active_release_id(scenario):
+                    await self._sync(scenario)
+            return
+        head = await asyncio.to_thread(self.release_store.head, name)
+        if head is None or head.release_id == self.engine.active_release_id(name):
+            return
+        async with self._commit_lock(name):
+            head = await asyncio.to_thread(self.release_store.head, name)
+            if head is not None and name in self._known and head.release_id != self.engine.active_release_id(name):
+                await self._activate(name, head)
+                log.info("runtime: %s now serves %s (published by another replica)", name, head.release_id)
+
+    async def _published(self, scenario: str, release: Release) -> None:
+        """Serve a release this replica just published, and hint the other replicas to do the same."""
+        await self._activate(scenario, release)
+        await asyncio.to_thread(self.replica.announce, scenario)
 
     def _new_learner(self, name: str) -> Learner:
         return Learner(
@@ -134,10 +197,11 @@ class Runtime:
             engine=self.engine,
             evaluator=self.evaluator,
             selector=self.selector,
-            activate=self._activate,
+            activate=self._published,
             commit_lock=self._commit_lock(name),
             backend_factory=self._backend_factory,
             gate=self.gate,
+            leading=lambda: self.replica.holds(name),
         )
 
     # ---- scenarios -------------------------------------------------------------------------------------------
@@ -187,10 +251,7 @@ class Runtime:
         """Archive the scenario's records and release refs and stop its learner; NotFound if unknown."""
         if await asyncio.to_thread(self.records.scenario, name) is None:
             raise NotFound(f"scenario {name!r} does not exist")
-        self._known.discard(name)
-        learner = self._learners.pop(name, None)
-        if learner is not None:
-            await learner.stop()
+        await self._stop_learning(name)
         async with self._commit_lock(name):
             await asyncio.to_thread(self.gate.store.clear, name)
             await asyncio.to_thread(self.records.archive_scenario, name)
@@ -198,6 +259,24 @@ class Runtime:
             if callable(archive):
                 await asyncio.to_thread(archive, name)
             await self.engine.activate(name, None, None)
+        self._forget_serving(name)
+
+    async def _forget(self, name: str) -> None:
+        """Another replica deleted `name`: stop learning and serving it here."""
+        await self._stop_learning(name)
+        async with self._commit_lock(name):
+            await self.engine.activate(name, None, None)
+        self._forget_serving(name)
+        log.info("runtime: scenario %s was deleted by another replica", name)
+
+    async def _stop_learning(self, name: str) -> None:
+        self._known.discard(name)
+        learner = self._learners.pop(name, None)
+        if learner is not None:
+            await learner.stop()
+        await self.replica.resign(name)
+
+    def _forget_serving(self, name: str) -> None:
         self._prompts.pop(name, None)
         self._pinned = {key: ctx for key, ctx in self._pinned.items() if key[0] != name}
 
@@ -285,7 +364,7 @@ class Runtime:
             if operation == "rollback" and head is not None and head.release_id == release_id:
                 raise Conflict(f"release {release_id} is already serving")
             release = await asyncio.to_thread(self.release_store.republish, scenario, release_id, operation)
-            await self._activate(scenario, release)
+            await self._published(scenario, release)
         log.info("runtime: %s %s of %s → %s", scenario, operation, release_id, release.release_id)
         return release
 
@@ -346,7 +425,9 @@ class Runtime:
             if not self.learns:
                 return None
             await self.ensure_scenario(scenario)
-            learner = self._learners[scenario]
+            learner = self._learners.get(scenario)
+            if learner is None:
+                raise self._not_leading(scenario)
         return await learner.step()
 
     # ---- training control ------------------------------------------------------------------------------------
@@ -354,12 +435,21 @@ class Runtime:
     def _learner(self, scenario: str, field: str = "x-reef-scenario") -> Learner:
         self._require(scenario)
         learner = self._learners.get(scenario)
+        if learner is None and self.learns:
+            raise self._not_leading(scenario)
         if learner is None:
             raise BadRequest(
                 f"scenario {scenario!r} has recipe {self.recipe.name}, which does not learn; nothing to control",
                 field=field,
             )
         return learner
+
+    def _not_leading(self, scenario: str) -> Conflict:
+        leader = self.replica.leader_of(scenario)
+        return Conflict(
+            f"replica {self.replica.replica_id} does not learn scenario {scenario!r}; its learner runs on "
+            f"{leader or 'no replica yet (an election is due)'}: send training control there"
+        )
 
     async def update_control(
         self, scenario: str, training_mode: str | None = None, paused: bool | None = None
@@ -388,8 +478,12 @@ class Runtime:
             learner = self._learners.get(name)
             entry: dict[str, Any] = {"current_release_id": self.engine.active_release_id(name)}
             entry.update(learner.status() if learner is not None else {"learning": False})
+            leading = name in self.replica.leading
+            entry["leader"] = leading
+            entry["leader_id"] = self.replica.replica_id if leading else self.replica.known_leader(name)
             scenarios[name] = entry
         return {
+            "replica_id": self.replica.replica_id,
             "recipe": self.recipe.name,
             "surface": self.recipe.surface,
             "learning": {

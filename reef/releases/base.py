@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import abc
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,10 @@ class ReleaseStore(abc.ABC):
     @abc.abstractmethod
     def head(self, scenario: str) -> Release | None:
         """The serving release of `scenario`, or None if it has none."""
+
+    def head_ids(self, scenarios: Sequence[str]) -> dict[str, str | None]:
+        """The serving release id of each of `scenarios` (None: none); stores that can answer in one look do."""
+        return {scenario: getattr(self.head(scenario), "release_id", None) for scenario in scenarios}
 
     @abc.abstractmethod
     def get(self, scenario: str, release_id: str) -> Release:

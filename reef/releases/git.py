@@ -81,6 +81,17 @@ class GitReleaseStore(ReleaseStore):
         release_id = self.git.resolve(names.head_ref(scenario))
         return self._release(release_id) if release_id else None
 
+    def head_ids(self, scenarios: Sequence[str]) -> dict[str, str | None]:
+        self._sync()
+        listing = self.git.text("for-each-ref", "--format=%(refname) %(objectname)", names.SCENARIOS_NAMESPACE + "/")
+        found = {}
+        for line in listing.splitlines():
+            ref, _, object_id = line.partition(" ")
+            encoded, _, last = ref[len(names.SCENARIOS_NAMESPACE) + 1 :].rpartition("/")
+            if last == "head":
+                found[names.decode_name(encoded)] = object_id
+        return {scenario: found.get(scenario) for scenario in scenarios}
+
     def get(self, scenario: str, release_id: str) -> Release:
         for release in self.list(scenario):
             if release.release_id == release_id:

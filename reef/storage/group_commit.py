@@ -8,12 +8,19 @@ Each event loop that appends gets its own channel to the writer, read by that lo
 never waits for another thread to get the interpreter lock. Blocking callers (`append`, `call`) share the control
 channel, read by a small thread. If the writer process dies, its waiting callers get an error and the next call
 starts a new one.
+
+Several serving processes (`reef serve --reef.workers N`) share one writer: the process that started it hands each
+of the others a channel of its own (`channel_for_process`), and they open `GroupCommitWriter(…, attach=sock)`,
+which starts no writer but sends its jobs (and its event loops' channels) over that socket. A commit is grouped
+and made durable the same way whichever process sent it. An attached writer cannot restart a writer that died:
+its callers then get `WriterStopped` (503).
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import itertools
 import logging
 import socket
@@ -61,8 +68,16 @@ class GroupCommitWriter:
     Works and `call` writes travel by pickle too.
     """
 
-    def __init__(self, open_engine: Callable[[], sa.Engine], commit_group: CommitGroup, *, max_group_size: int = 2048):
+    def __init__(
+        self,
+        open_engine: Callable[[], sa.Engine],
+        commit_group: CommitGroup,
+        *,
+        max_group_size: int = 2048,
+        attach: socket.socket | None = None,
+    ):
         self._config = encode_config(open_engine, commit_group, max_group_size)
+        self._attach = attach  # a channel to another process's writer (see `channel_for_process`)
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
         self._closed = False
@@ -80,6 +95,11 @@ class GroupCommitWriter:
         """The writer process's id (None once closed)."""
         return None if self._closed or self._process is None else self._process.pid
 
+    def alive(self) -> bool:
+        """Whether the writer process (or, attached, the channel to it) is up."""
+        with self._lock:
+            return not self._closed and self._process is not None and self._process.alive()
+
     def append(self, work: Any) -> Any:
         """Commit `work` with whatever else is queued; blocks until durable."""
         return self._call_blocking(APPEND, work)
@@ -96,8 +116,12 @@ class GroupCommitWriter:
         """Run `write(connection)` in its own transaction in the writer; blocks until committed."""
         return self._call_blocking(CALL, write)
 
+    def channel_for_process(self) -> socket.socket:
+        """A new channel to this writer for another process to `attach` to (make it inheritable and pass it on)."""
+        return self._live().open_process_channel()
+
     def close(self) -> None:
-        """Commit everything already sent, then stop the writer process."""
+        """Commit everything already sent, then stop the writer process (attached: just close the channel)."""
         with self._lock:
             if self._closed:
                 return
@@ -113,12 +137,14 @@ class GroupCommitWriter:
             if self._closed:
                 raise RuntimeError("the record store is closed")
             if self._process is None or not self._process.alive():
+                if self._process is not None and self._attach is not None:
+                    raise WriterStopped("the shared record writer is gone (its serving process stopped)")
                 log.warning("the record writer process is gone; starting a new one")
                 self._process = self._start()
             return self._process
 
     def _start(self) -> _WriterProcess:
-        return _WriterProcess(self._config)
+        return _WriterProcess(self._config, self._attach)
 
     def _call_blocking(self, kind: str, work: Any) -> Any:
         return self._live().call(next(self._ids), kind, work)
@@ -134,20 +160,26 @@ class GroupCommitWriter:
 class _WriterProcess:
     """One writer process: its control channel (blocking callers) and the channels of the event loops."""
 
-    def __init__(self, config: str) -> None:
-        parent, child = socket.socketpair()
-        self._control = parent
+    def __init__(self, config: str, attach: socket.socket | None = None) -> None:
         self._send_lock = threading.Lock()
         self._pending: dict[int, concurrent.futures.Future[Any]] = {}
         self._pending_lock = threading.Lock()
         self.channels: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopChannel] = weakref.WeakKeyDictionary()
+        self._reader = FrameReader()
+        self._popen: subprocess.Popen[bytes] | None = None
+        if attach is not None:  # another process's writer: its channel is our control channel
+            self._control = attach
+            self._thread = threading.Thread(target=self._read_control, name="reef-record-acks", daemon=True)
+            self._thread.start()
+            return
+        parent, child = socket.socketpair()
+        self._control = parent
         self._popen = subprocess.Popen(
             [sys.executable, "-c", _CHILD_MAIN, str(child.fileno()), config],
             pass_fds=(child.fileno(),),
             stdin=subprocess.DEVNULL,
         )
         child.close()
-        self._reader = FrameReader()
         parent.settimeout(START_TIMEOUT_S)
         try:
             ready = self._receive()
@@ -165,11 +197,11 @@ class _WriterProcess:
         self._thread.start()
 
     @property
-    def pid(self) -> int:
-        return self._popen.pid
+    def pid(self) -> int | None:
+        return self._popen.pid if self._popen is not None else None
 
     def alive(self) -> bool:
-        return self._popen.poll() is None and self._thread.is_alive()
+        return (self._popen is None or self._popen.poll() is None) and self._thread.is_alive()
 
     def _receive(self) -> list[Any] | None:
         """The next messages on the control channel (at least one); None at its end."""
@@ -217,21 +249,32 @@ class _WriterProcess:
             for future in pending.values():
                 future.set_result(WriterStopped("the record writer process stopped before acknowledging"))
 
-    def open_channel(self, loop: asyncio.AbstractEventLoop) -> _LoopChannel:
-        """A new channel for `loop`: jobs can be submitted at once, they leave once it is connected."""
+    def open_process_channel(self) -> socket.socket:
+        """A new channel the writer reads, for whoever gets the returned end (another process, or an event loop)."""
         mine, theirs = socket.socketpair()
         try:
             with self._send_lock:
                 socket.send_fds(self._control, [frame([])], [theirs.fileno()])
         finally:
             theirs.close()
+        return mine
+
+    def open_channel(self, loop: asyncio.AbstractEventLoop) -> _LoopChannel:
+        """A new channel for `loop`: jobs can be submitted at once, they leave once it is connected."""
+        mine = self.open_process_channel()
         channel = _LoopChannel()
         task = loop.create_task(loop.create_unix_connection(lambda: channel, sock=mine))
         task.add_done_callback(channel.connected)
         return channel
 
     def stop(self) -> None:
-        """Ask the writer to commit what it has and exit; wait for it."""
+        """Ask the writer to commit what it has and exit; wait for it (attached: close our channel only)."""
+        if self._popen is None:
+            with contextlib.suppress(OSError):
+                self._control.shutdown(socket.SHUT_RDWR)
+            self._control.close()
+            self._thread.join(timeout=STOP_TIMEOUT_S)
+            return
         try:
             with self._send_lock:
                 self._control.sendall(frame([(0, STOP, None)]))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import re
+import socket
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -31,14 +32,16 @@ _SCHEMA_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
 class SqlRecordStore(RecordStore):
     """The record store over a write engine (one connection, owned by the writer) and a read engine."""
 
-    def __init__(self, open_write_engine: Callable[[], sa.Engine], read_engine: sa.Engine) -> None:
+    def __init__(
+        self, open_write_engine: Callable[[], sa.Engine], read_engine: sa.Engine, attach: socket.socket | None = None
+    ) -> None:
         self._read_engine = read_engine
         with read_engine.begin() as conn:
             indexed = sa.inspect(conn).has_table(citations.name)
             metadata.create_all(conn)
             if not indexed:  # a store from before the citation index: fill it once
                 backfill_citations(conn)
-        self._writer = GroupCommitWriter(open_write_engine, commit_appends)
+        self._writer = GroupCommitWriter(open_write_engine, commit_appends, attach=attach)
 
     @property
     def backend(self) -> str:
@@ -153,6 +156,14 @@ class SqlRecordStore(RecordStore):
     def set_control(self, name: str, control: ScenarioControl) -> None:
         self._writer.call(functools.partial(_set_control, name=name, control=control))
 
+    def writer_alive(self) -> bool:
+        """Whether the writer process is up (a dead one is started again by the next write)."""
+        return self._writer.alive()
+
+    def channel_for_process(self) -> socket.socket:
+        """A channel to this store's writer for another process to open the store with (`writer_fd`)."""
+        return self._writer.channel_for_process()
+
     def close(self) -> None:
         self._writer.close()
         self._read_engine.dispose()
@@ -164,13 +175,16 @@ def open_record_store(
     directory: Path | None = None,
     database_url: str | None = None,
     schema: str | None = None,
+    writer_fd: int | None = None,
 ) -> SqlRecordStore:
     """Open (creating tables if needed) a record store.
 
     `backend` is `sqlite` (file `directory/records.sqlite3`, or `database_url` if given) or `postgres`
     (`database_url`, e.g. `postgresql://user@host:5432/db`, driven by psycopg 3; `schema` is created if missing and used
-    as the search path, so tests can work in a fresh schema).
+    as the search path, so tests can work in a fresh schema). `writer_fd`, when given, is a channel to another
+    process's writer (`SqlRecordStore.channel_for_process`): this store then sends its writes there.
     """
+    attach = socket.socket(fileno=writer_fd) if writer_fd is not None else None
     if backend == "sqlite":
         if database_url is None:
             if directory is None:
@@ -181,13 +195,16 @@ def open_record_store(
         return SqlRecordStore(
             functools.partial(_sqlite_engine, database_url, "BEGIN IMMEDIATE", 1),
             _sqlite_engine(database_url, "BEGIN", 8),
+            attach,
         )
     if backend in ("postgres", "postgresql"):
         if database_url is None:
             raise ValueError("the postgres record store needs a database_url")
         database_url = _psycopg_url(database_url)
         return SqlRecordStore(
-            functools.partial(_postgres_engine, database_url, schema, 1), _postgres_engine(database_url, schema, 8)
+            functools.partial(_postgres_engine, database_url, schema, 1),
+            _postgres_engine(database_url, schema, 8),
+            attach,
         )
     raise ValueError(f"unknown record store backend {backend!r} (expected 'sqlite' or 'postgres')")
 
@@ -228,6 +245,16 @@ def _postgres_engine(url: str, schema: str | None, pool_size: int) -> sa.Engine:
         with engine.begin() as conn:
             conn.exec_driver_sql(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
     return engine
+
+
+def postgres_engine(url: str, schema: str | None, pool_size: int) -> sa.Engine:
+    """A SQLAlchemy engine on PostgreSQL (psycopg 3) for `url` (any of the URL forms `open_record_store` takes)."""
+    return _postgres_engine(_psycopg_url(url), schema, pool_size)
+
+
+def libpq_url(url: str) -> str:
+    """`url` as libpq (and psycopg.connect) takes it: no SQLAlchemy driver suffix."""
+    return re.sub(r"^postgres(ql)?\+\w+://", "postgresql://", url)
 
 
 def _psycopg_url(url: str) -> str:

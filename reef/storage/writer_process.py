@@ -226,17 +226,16 @@ def _read(
     backlog: list[tuple[_Channel, int, str, Any]],
     control: socket.socket,
 ) -> bool:
-    """Take what `channel` has ready into `backlog`; True once a stop was asked for."""
+    """Take what `channel` has ready into `backlog`; True once a stop was asked for (only the control channel may)."""
     stop = False
     try:
-        if channel.sock is control:
-            data, fds, _, _ = socket.recv_fds(control, _READ_SIZE, 16)
-            for fd in fds:  # a new event loop's channel
-                sock = socket.socket(fileno=fd)
-                channels[fd] = _Channel(sock)
-                selector.register(sock, selectors.EVENT_READ)
-        else:
-            data = channel.sock.recv(_READ_SIZE)
+        # Any channel may hand over new ones: an event loop's, or another serving process's (which then hands over
+        # its own event loops' channels on it).
+        data, fds, _, _ = socket.recv_fds(channel.sock, _READ_SIZE, 16)
+        for fd in fds:
+            sock = socket.socket(fileno=fd)
+            channels[fd] = _Channel(sock)
+            selector.register(sock, selectors.EVENT_READ)
     except BlockingIOError:
         return False
     except OSError:
@@ -247,7 +246,7 @@ def _read(
     for message in channel.reader.feed(data):
         for job_id, kind, work in message:
             if kind == STOP:
-                stop = True
+                stop = channel.sock is control
             else:
                 backlog.append((channel, job_id, kind, work))
     return stop

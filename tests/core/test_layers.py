@@ -32,6 +32,15 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
     ),
     "reef.storage": ("reef.service", "reef.learning", "reef.recipes", "reef.harness", "reef.cli", "reef.inference"),
     "reef.releases": ("reef.service", "reef.learning", "reef.recipes", "reef.harness", "reef.cli", "reef.inference"),
+    # Between replicas: elections and release hints; the learning layer runs them, they know nothing above storage.
+    "reef.coordination": (
+        "reef.service",
+        "reef.learning",
+        "reef.recipes",
+        "reef.harness",
+        "reef.cli",
+        "reef.inference",
+    ),
     "reef.inference": ("reef.service", "reef.learning", "reef.recipes", "reef.harness", "reef.cli"),
     # Just above core: the learning and service layers call it, it calls none of them.
     "reef.observability": (

@@ -111,3 +111,16 @@ class CitingDemoRecipe(DemoRecipe):
 
     def processor(self) -> Processor | None:
         return CitingDemoProcessor(self.settings.learning.batch_size)
+
+
+class SlowFileRecipe(FileRecipe):
+    """`FileRecipe` whose growing takes `learning.recipe_config.grow_s` seconds (default 3): long enough for a test
+    to kill the replica that is training."""
+
+    name: ClassVar[str] = "slow-files"
+
+    async def grow(self, batch: Batch, parent_dir: Path | None, ctx: Any) -> tuple[Path, dict[str, Any]]:
+        import asyncio
+
+        await asyncio.sleep(float(self.settings.learning.recipe_config.get("grow_s", 3)))
+        return await super().grow(batch, parent_dir, ctx)

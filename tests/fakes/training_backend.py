@@ -37,3 +37,13 @@ class FakeTrainingBackend(TrainingBackend):
         (job.output_dir / ANSWERS_FILE).write_text(json.dumps(answers, sort_keys=True))
         (job.output_dir / "adapter_config.json").write_text(json.dumps({"r": 1}))
         return TrainingResult(job.output_dir, {"loss": [1.0 / (i + 1) for i in range(len(job.samples))]})
+
+
+def timed_fake_job(job: TrainingJob) -> TrainingResult:
+    """`FakeTrainingBackend`'s "training" as a job function (for `RayBackend(job_function=…)`), after sleeping
+    `REEF_FAKE_JOB_S` seconds (from the environment of the node that runs it) so a test can kill the node mid-job."""
+    import os
+    import time
+
+    time.sleep(float(os.environ.get("REEF_FAKE_JOB_S", "0")))
+    return FakeTrainingBackend().run(job)

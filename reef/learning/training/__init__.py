@@ -17,5 +17,10 @@ __all__ = ["LocalProcessBackend", "RayBackend", "TrainingFailed", "open_training
 def open_training_backend(settings: TrainingSettings) -> TrainingBackend:
     """The backend `training.backend` names (`local` subprocess, or `ray` at `training.ray_address`)."""
     if settings.backend == "ray":
-        return RayBackend(address=settings.ray_address)
+        return RayBackend(
+            address=settings.ray_address,
+            num_cpus=settings.ray_num_cpus,
+            num_gpus=settings.ray_num_gpus,
+            resources=settings.ray_resources,
+        )
     return LocalProcessBackend(threads=settings.threads or None)

@@ -1,0 +1,1 @@
+"""Coordination between replicas that share stores: learner elections and release announcements."""
