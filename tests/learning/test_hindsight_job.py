@@ -48,17 +48,17 @@ def test_an_openclawrl_job_logs_both_terms_per_step_and_distils_only_hinted_turn
     rewarded = {**rollout, "advantage": 1.0, "weight": 0.0, "turn_id": "t2"}
     settings = TrainingSettings(lora_rank=8, learning_rate=1e-3, max_seq_len=96, target_modules=["q_proj", "v_proj"])
     config = {**settings.model_dump(mode="json"), "teacher": "self", "top_k": 20, "w_rl": 1.0, "w_opd": 0.5,
-              "micro_batch_size": 1, "epochs": 2}  # fmt: skip
+              "micro_batch_size": 1, "epochs": 1}  # fmt: skip
     events: list[dict] = []
     job = TrainingJob(base_model_path, None, [punished, rewarded], "openclawrl", config, tmp_path / "out")
 
     result = run_training_job(job, progress=events.append)
 
     metrics = result.metrics
-    assert metrics["steps"] == 4 and len(metrics["loss_rl"]) == 4 and len(metrics["loss_opd"]) == 4
+    assert metrics["steps"] == 2 and len(metrics["loss_rl"]) == 2 and len(metrics["loss_opd"]) == 2
     for loss, rl, opd in zip(metrics["loss"], metrics["loss_rl"], metrics["loss_opd"], strict=True):
         assert loss == pytest.approx(rl + 0.5 * opd, abs=1e-4)
     hinted = [e for e in events if e["hinted"] == 1]
-    assert len(hinted) == 2 and all(e["loss_opd"] > 0 for e in hinted)
+    assert len(hinted) == 1 and hinted[0]["loss_opd"] > 0 and hinted[0]["teacher_s"] > 0
     assert all(e["loss_opd"] == 0 for e in events if e["hinted"] == 0)
     assert (tmp_path / "out" / "adapter_model.safetensors").exists() and metrics["teacher"] == "self"
