@@ -24,3 +24,20 @@ def test_a_session_tag_over_128_characters_is_a_400_naming_the_header_and_stores
         assert response.status_code == 400, response.text
         assert "x-reef-tag-session" in response.json()["error"]["message"]
     assert http.get("/reef/scenarios/sessions-long/records").status_code == 404  # not even the scenario
+
+
+def test_an_imported_inference_with_a_session_tag_over_128_characters_is_refused_naming_the_field(
+    http: httpx.Client,
+) -> None:
+    payload = {"request": {"messages": [{"role": "user", "content": "hi"}]}, "tags": {"session": "s" * 129}}
+    headers = scenario_headers("sessions-import")
+    one = http.post("/reef/records", json={"request_type": "inference", "payload": payload}, headers=headers)
+    assert one.status_code == 400 and "payload.tags.session" in one.json()["error"]["message"]
+    ok = {"request_type": "inference", "payload": {**payload, "tags": {"session": "s"}}}
+    batch = http.post(
+        "/reef/records/batch",
+        json={"records": [ok, {"request_type": "inference", "payload": payload}]},
+        headers=headers,
+    )
+    assert batch.status_code == 400 and "records[1].payload.tags.session" in batch.json()["error"]["message"]
+    assert http.get("/reef/scenarios/sessions-import/records").status_code == 404  # nothing stored, no scenario
