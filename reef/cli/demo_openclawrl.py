@@ -62,7 +62,7 @@ def run_openclawrl_demo(args: argparse.Namespace) -> int:
         "rounds": args.rounds,
         "time_budget_s": args.time_budget,
         "sessions_per_round": profile.prompts_per_round,
-        "judged_turns_per_session": 2,
+        "judged_turns_per_session": profile.samples_per_prompt,
         "temperature": profile.temperature,
         "max_tokens": profile.max_tokens,
         "max_words": MAX_WORDS,
@@ -127,11 +127,11 @@ async def _rounds(
                 console.print(f"  time budget {args.time_budget:.0f} s reached after {number - 1} rounds")
                 break
             round_started = time.monotonic()
-            pairs = [(next(training), next(training)) for _ in range(profile.prompts_per_round)]
-            accepted = await asyncio.gather(
-                *(session(api, a, b, profile, f"r{number}-s{i}") for i, (a, b) in enumerate(pairs))
-            )
-            judged = [ok for both in accepted for ok in both]
+            asked = [
+                [next(training) for _ in range(profile.samples_per_prompt)] for _ in range(profile.prompts_per_round)
+            ]
+            sessions = (session(api, chosen, profile, f"r{number}-s{i}") for i, chosen in enumerate(asked))
+            judged = [ok for each in await asyncio.gather(*sessions) for ok in each]
             outcome = await api.wait_for_step(step, max(MIN_STEP_WAIT_S, args.time_budget - elapsed))
             commit = outcome.commit or {}
             if outcome.verdict == "published":
@@ -173,12 +173,13 @@ async def _rounds(
         await api.aclose()
 
 
-async def session(api: ReefAPI, first: Question, second: Question, profile: RecipeProfile, tag: str) -> list[bool]:
-    """One simulated-user session: two answers the user judges by its reply; whether it accepted each."""
+async def session(api: ReefAPI, asked: list[Question], profile: RecipeProfile, tag: str) -> list[bool]:
+    """One simulated-user session: one answer per question, each judged by the user's reply (a complaint, or thanks
+    and the next question); whether the user accepted each."""
     tags = {"session": tag, "purpose": "training"}
-    messages: list[dict[str, Any]] = [{"role": "user", "content": first.text}]
+    messages: list[dict[str, Any]] = [{"role": "user", "content": asked[0].text}]
     verdicts = []
-    for next_question in (second.text, None):
+    for next_question in [q.text for q in asked[1:]] + [None]:
         answer, _, _ = await api.complete(messages, profile.temperature, profile.max_tokens, tags)
         verdicts.append(accepts(answer))
         said = reply(answer, next_question)
