@@ -89,7 +89,7 @@ class DemoRun:
     def to_json(self) -> dict[str, Any]:
         baseline = self.baseline.score(self.metric) if self.baseline else None
         final = self.final.score(self.metric) if self.final else None
-        return {
+        result = {
             "recipe": self.recipe,
             "metric": self.metric,
             "baseline": baseline,
@@ -113,6 +113,12 @@ class DemoRun:
             "error": self.error,
             **self.extra,
         }
+        if self.metric == "acceptance":  # openclawrl grades no answer against a known one: no exact / partial figures
+            for key in ("baseline_exact", "final_exact", "baseline_partial", "final_partial"):
+                del result[key]
+        else:
+            del result["baseline_acceptance"], result["final_acceptance"]
+        return result
 
 
 def run_demo(args: argparse.Namespace) -> int:

@@ -28,7 +28,7 @@ from reef.cli.demo import STARTUP_TIMEOUT_S, DemoRun, finish
 from reef.cli.demo_api import Measurement, ReefAPI, wilson_interval
 from reef.cli.demo_recipes import PROFILES, RecipeProfile
 from reef.cli.demo_server import ReefServer, ServerFailed, free_port, serve_command
-from reef.cli.demo_user import MAX_WORDS, Question, accepts, questions, reply, word_count
+from reef.cli.demo_user import MAX_WORDS, Question, accepts, questions, reply
 
 SCENARIO = "demo-openclawrl"
 MEASURE_MAX_TOKENS = 32  # enough for an answer to run past MAX_WORDS words
@@ -214,14 +214,12 @@ async def measure(api: ReefAPI, test: list[Question], label: str, extra: dict[st
         families.setdefault(question.family, []).append(ok)
     releases = {release for _, _, release in answers}
     rate = round(sum(accepted) / len(accepted), 4)
-    brevity = [min(1.0, MAX_WORDS / max(word_count(text), 1)) for text, _, _ in answers]
-    return Measurement(
+    return Measurement(  # `exact` and `partial` stand for nothing here; `DemoRun.to_json` leaves them out
         exact=rate,
-        partial=round(sum(brevity) / len(brevity), 4),
+        partial=rate,
         by_family={name: round(sum(v) / len(v), 4) for name, v in sorted(families.items())},
         release_id=releases.pop() if len(releases) == 1 else None,
         wall_s=round(time.monotonic() - started, 2),
-        exact_ci95=wilson_interval(sum(accepted), len(accepted)),
         acceptance=rate,
         acceptance_ci95=wilson_interval(sum(accepted), len(accepted)),
     )
