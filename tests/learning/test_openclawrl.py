@@ -79,6 +79,17 @@ def test_a_turn_is_due_for_the_judge_once_its_next_state_came_and_a_unit_once_ju
     assert set(batch.record_ids) == {first.agent_record_id, f"judge-{first.agent_record_id}"}
 
 
+def test_after_a_restart_a_consumed_next_request_still_gives_an_unjudged_turn_its_next_state() -> None:
+    processor = recipe(batch_size=1).processor()
+    first, second = conversation()
+    processor.ingest(first)
+    processor.observe(second)  # trained (consumed) already: history only
+    (due,) = processor.due()
+    assert due.turn_id == first.agent_record_id and processor.ready() == 0
+    processor.ingest(verdict(second, 1))  # a verdict on a consumed turn is consumed untrained
+    assert processor.skipped["turn_not_held"] == 1
+
+
 def test_a_turn_without_a_hint_is_trained_by_the_policy_gradient_alone() -> None:
     processor = recipe(batch_size=1).processor()
     first, second = conversation()
