@@ -89,7 +89,7 @@ class DemoRun:
     def to_json(self) -> dict[str, Any]:
         baseline = self.baseline.score(self.metric) if self.baseline else None
         final = self.final.score(self.metric) if self.final else None
-        return {
+        result = {
             "recipe": self.recipe,
             "metric": self.metric,
             "baseline": baseline,
@@ -99,6 +99,8 @@ class DemoRun:
             "final_ci95": self.final.interval(self.metric) if self.final else None,
             "baseline_exact": self.baseline.exact if self.baseline else None,
             "final_exact": self.final.exact if self.final else None,
+            "baseline_acceptance": self.baseline.acceptance if self.baseline else None,
+            "final_acceptance": self.final.acceptance if self.final else None,
             "baseline_partial": self.baseline.partial if self.baseline else None,
             "final_partial": self.final.partial if self.final else None,
             "baseline_by_family": self.baseline.by_family if self.baseline else None,
@@ -111,9 +113,19 @@ class DemoRun:
             "error": self.error,
             **self.extra,
         }
+        if self.metric == "acceptance":  # openclawrl grades no answer against a known one: no exact / partial figures
+            for key in ("baseline_exact", "final_exact", "baseline_partial", "final_partial"):
+                del result[key]
+        else:
+            del result["baseline_acceptance"], result["final_acceptance"]
+        return result
 
 
 def run_demo(args: argparse.Namespace) -> int:
+    if args.recipe == "openclawrl":  # sessions with a simulated user instead of graded reports
+        from reef.cli.demo_openclawrl import run_openclawrl_demo
+
+        return run_openclawrl_demo(args)
     started = time.monotonic()
     # Stopped from outside: unwind like Ctrl-C, so the server is stopped and the partial result still printed.
     signal.signal(signal.SIGTERM, _interrupt)
@@ -149,7 +161,7 @@ def run_demo(args: argparse.Namespace) -> int:
     run.wall_s = time.monotonic() - started
     if not args.keep_state and args.state_dir is None:
         shutil.rmtree(state_dir, ignore_errors=True)
-    _finish(run, args, console)
+    finish(run, args, console)
     return code if run.error or run.final is not None else 1
 
 
@@ -361,12 +373,19 @@ def _print_round(console: Console, entry: dict[str, Any], rounds: int, run: Demo
     )
 
 
-def _finish(run: DemoRun, args: argparse.Namespace, console: Console) -> None:
+def finish(run: DemoRun, args: argparse.Namespace, console: Console) -> None:
     result = run.to_json()
     if args.report is not None:
         write_report(args.report, result)
         console.print(f"  report written to {args.report}")
-    if run.baseline is not None and run.final is not None:
+    if run.baseline is not None and run.final is not None and run.metric == "acceptance":
+        low, high = result["final_ci95"]
+        console.print(
+            f"[bold]held-out acceptance {result['baseline']:.2f} → {result['final']:.2f} ({result['improvement']:+.2f})"
+            f"[/] (95% interval of the final {low:.2f}–{high:.2f}) in {run.wall_s:.0f} s, "
+            f"{result['published']} of {len(run.rounds)} steps published"
+        )
+    elif run.baseline is not None and run.final is not None:
         console.print(
             f"[bold]held-out {run.metric} {result['baseline']:.2f} → {result['final']:.2f} "
             f"({result['improvement']:+.2f})[/] (95% interval of the final {result['final_ci95'][0]:.2f}–"

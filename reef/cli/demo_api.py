@@ -37,13 +37,20 @@ class Measurement:
     # 95% intervals over the test tasks: Wilson for exact match, a normal interval of the mean for partial credit.
     exact_ci95: tuple[float, float] = (0.0, 1.0)
     partial_ci95: tuple[float, float] = (0.0, 1.0)
+    # The openclawrl demo: the share of answers its simulated user accepts (Wilson interval).
+    acceptance: float | None = None
+    acceptance_ci95: tuple[float, float] = (0.0, 1.0)
 
     def score(self, metric: str) -> float:
-        """The figure `metric` (`exact` or `partial`) names."""
+        """The figure `metric` (`exact`, `partial` or `acceptance`) names."""
+        if metric == "acceptance":
+            return self.acceptance or 0.0
         return self.partial if metric == "partial" else self.exact
 
     def interval(self, metric: str) -> tuple[float, float]:
         """The 95% interval of `score(metric)`."""
+        if metric == "acceptance":
+            return self.acceptance_ci95
         return self.partial_ci95 if metric == "partial" else self.exact_ci95
 
     def to_json(self) -> dict[str, Any]:
@@ -80,18 +87,29 @@ class ReefAPI:
     async def chat(
         self, task: DemoTask, temperature: float, max_tokens: int, tags: dict[str, str] | None = None
     ) -> Answer:
-        body = {"messages": task.messages(), "temperature": temperature, "max_tokens": max_tokens}
+        text, receipt, release_id = await self.complete(task.messages(), temperature, max_tokens, tags)
+        return Answer(task=task, text=text, receipt=receipt, release_id=release_id)
+
+    async def complete(
+        self, messages: list[dict[str, Any]], temperature: float, max_tokens: int, tags: dict[str, str] | None = None
+    ) -> tuple[str, str, str | None]:
+        """(answer text, receipt, serving release) of one chat completion; `tags` go as `x-reef-tag-<name>`."""
+        body = {"messages": messages, "temperature": temperature, "max_tokens": max_tokens}
         headers = {f"x-reef-tag-{name}": value for name, value in (tags or {}).items()}
         response = await self._client.post("/v1/chat/completions", json=body, headers=headers)
         _raise_for_status(response)
         choices = response.json().get("choices") or [{}]
         text = (choices[0].get("message") or {}).get("content") or ""
-        return Answer(
-            task=task,
-            text=text,
-            receipt=response.headers.get("x-reef-agent-record-id", ""),
-            release_id=response.headers.get("x-reef-release-id"),
+        return text, response.headers.get("x-reef-agent-record-id", ""), response.headers.get("x-reef-release-id")
+
+    async def records(self, after_sequence: int = 0, limit: int = 1000) -> tuple[list[dict[str, Any]], int | None]:
+        """One page of this scenario's record rows, and the sequence to read after (None at the end)."""
+        response = await self._client.get(
+            f"/reef/scenarios/{self.scenario}/records", params={"after_sequence": after_sequence, "limit": limit}
         )
+        _raise_for_status(response)
+        body = response.json()
+        return list(body.get("records") or []), body.get("next_after_sequence")
 
     async def answer_all(
         self, tasks: Sequence[DemoTask], temperature: float, max_tokens: int, tags: dict[str, str] | None = None

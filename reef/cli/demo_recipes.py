@@ -120,4 +120,13 @@ PROFILES: dict[str, RecipeProfile] = {
         "opd", prompts_per_round=8, samples_per_prompt=1, temperature=0.7, max_tokens=12,
         learning_rate=1e-3, epochs=2, batch_size=8, recipe_config={"teacher": f"scenario:{TEACHER_SCENARIO}"},
     ),
+    # No reports: sessions with a simulated user, judged by a rule-based judge (`demo_openclawrl`, `demo_user`).
+    # `prompts_per_round` sessions of `samples_per_prompt` judged answers (one question each) make one batch;
+    # sampled so the policy explores.
+    "openclawrl": RecipeProfile(
+        "openclawrl", prompts_per_round=8, samples_per_prompt=2, temperature=0.8, max_tokens=32,
+        learning_rate=1e-3, epochs=2, batch_size=16, micro_batch_size=8, rounds=12,
+        target_modules=("q_proj", "v_proj"),
+        recipe_config={"judge_function": "reef.cli.demo_user:judge", "votes": 3},
+    ),
 }  # fmt: skip

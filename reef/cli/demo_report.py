@@ -20,7 +20,7 @@ th { background: #f6f8fa; } td.text { text-align: left; }
 """
 
 
-METRIC_NAMES = {"exact": "exact match", "partial": "partial credit"}
+METRIC_NAMES = {"exact": "exact match", "partial": "partial credit", "acceptance": "simulated user's acceptance"}
 
 
 def learning_curve_points(result: dict[str, Any], metric: str = "exact") -> list[tuple[int, float]]:
@@ -34,7 +34,9 @@ def learning_curve_points(result: dict[str, Any], metric: str = "exact") -> list
     return points
 
 
-def curve_svg(points: list[tuple[int, float]], partial: list[tuple[int, float]] | None = None) -> str:
+def curve_svg(
+    points: list[tuple[int, float]], partial: list[tuple[int, float]] | None = None, label: str = "exact match"
+) -> str:
     """An SVG line chart of scores in [0, 1] against the round number."""
     plot_w, plot_h = _WIDTH - _LEFT - _RIGHT, _HEIGHT - _TOP - _BOTTOM
     last_round = max([x for x, _ in points] + [1])
@@ -63,7 +65,7 @@ def curve_svg(points: list[tuple[int, float]], partial: list[tuple[int, float]] 
     parts.append(
         f'<line x1="{_LEFT}" y1="{_TOP + plot_h}" x2="{_WIDTH - _RIGHT}" y2="{_TOP + plot_h}" stroke="#57606a"/>'
     )
-    for series, color, label in ((partial or [], "#8c959f", "partial credit"), (points, "#0969da", "exact match")):
+    for series, color, name in ((partial or [], "#8c959f", "partial credit"), (points, "#0969da", label)):
         if not series:
             continue
         coordinates = " ".join(f"{x:.1f},{y:.1f}" for x, y in (xy(a, b) for a, b in series))
@@ -75,15 +77,16 @@ def curve_svg(points: list[tuple[int, float]], partial: list[tuple[int, float]] 
             )
         legend_y = _TOP + 14 + (0 if color == "#0969da" else 16)
         parts.append(f'<rect x="{_LEFT + 10}" y="{legend_y - 9}" width="12" height="4" fill="{color}"/>')
-        parts.append(f'<text x="{_LEFT + 28}" y="{legend_y - 3}" font-size="11">{label}</text>')
+        parts.append(f'<text x="{_LEFT + 28}" y="{legend_y - 3}" font-size="11">{name}</text>')
     parts.append("</svg>")
     return "".join(parts)
 
 
 def render_report(result: dict[str, Any]) -> str:
     """The whole HTML page for a demo result (the `--json` object)."""
-    points = learning_curve_points(result, "exact")
-    partial = learning_curve_points(result, "partial")
+    accepting = result.get("metric") == "acceptance"  # openclawrl: the simulated user's acceptance alone
+    points = learning_curve_points(result, "acceptance" if accepting else "exact")
+    partial = None if accepting else learning_curve_points(result, "partial")
     baseline, final = result.get("baseline"), result.get("final")
     headline = (
         "no measurement"
@@ -106,10 +109,11 @@ def render_report(result: dict[str, Any]) -> str:
 wall time {float(result.get("wall_s") or 0):.0f} s (server start {float(result.get("startup_s") or 0):.0f} s)</p>
 {error}
 <h2>Learning curve (held-out test set, measured through the API after each published release)</h2>
-{curve_svg(points, partial)}
+{curve_svg(points, partial, METRIC_NAMES["acceptance"] if accepting else "exact match")}
 <h2>Rounds</h2>
 <table><tr><th>round</th><th>step</th><th>verdict</th><th>train score</th><th>train exact</th>
-<th>gate candidate</th><th>gate current</th><th>loss</th><th>held-out exact</th><th>held-out partial</th>
+<th>gate candidate</th><th>gate current</th><th>loss</th><th>held-out {"acceptance" if accepting else "exact"}</th>
+<th>held-out partial</th>
 <th>round s</th><th>elapsed s</th></tr>
 {rows}</table>
 <h2>Per task family (held-out exact)</h2>
@@ -136,7 +140,7 @@ def _round_row(entry: dict[str, Any]) -> str:
         _number(entry.get("gate_candidate")),
         _number(entry.get("gate_current")),
         _number(entry.get("loss"), 3),
-        _number(entry.get("heldout_exact")),
+        _number(entry.get("heldout_acceptance", entry.get("heldout_exact"))),
         _number(entry.get("heldout_partial")),
         _number(entry.get("round_s"), 0),
         _number(entry.get("elapsed_s"), 0),

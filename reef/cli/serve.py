@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 from reef.cli.config import ConfigError, describe_settings, load_settings, parse_overrides
+from reef.core.errors import BadRequest
 from reef.core.settings import Settings
 from reef.observability import tracing
 
@@ -149,6 +150,11 @@ def run_serve(args: argparse.Namespace, extra: list[str]) -> int:
     except (ConfigError, tracing.TracingError) as exc:
         tracing.shutdown()
         print(f"reef: configuration error: {exc}", file=sys.stderr)
+        return 2
+    except BadRequest as exc:  # a recipe refusing its settings names the key (recipe_config.* is under learning)
+        tracing.shutdown()
+        prefix = "learning." if (exc.field or "").startswith("recipe_config") else ""
+        print(f"reef: configuration error: {prefix}{exc.message}", file=sys.stderr)
         return 2
     if traced is not None:
         log.info("tracing: spans go to %s (service.name %s)", traced.url, settings.observability.service_name)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import abc
 import dataclasses
 import math
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
@@ -51,6 +51,14 @@ class Processor(abc.ABC):
         """The held-out reports as gate task rows (`{"id", "messages", "checker", "answer", …}`), oldest first."""
         return []
 
+    def observe(self, record: Record) -> None:  # noqa: B027 - optional hook
+        """See a record that a committed step already consumed, as history only (a session's earlier turn): it is
+        never trained on again."""
+
+    def due(self) -> list[Any]:
+        """Work a `FeedbackSource` must do before more units become ready (turns waiting for a judge), oldest first."""
+        return []
+
     @abc.abstractmethod
     def build_batch(self, partial: bool = False) -> Batch | None:
         """Take a batch of ready units (None if not enough; with `partial`, whatever is ready, None only if nothing
@@ -59,6 +67,22 @@ class Processor(abc.ABC):
     @abc.abstractmethod
     def acknowledge(self, batch_id: str) -> None:
         """Forget a batch once its step is committed."""
+
+
+class FeedbackSource(abc.ABC):
+    """Feedback Reef computes from traffic beside a scenario's learner (a judge): its verdicts become records."""
+
+    @abc.abstractmethod
+    async def run(self, due: Callable[[], list[Any]], deliver: Callable[[list[Record]], Awaitable[None]]) -> None:
+        """Forever: take what `due()` lists (the processor's waiting work), hand the records it makes to `deliver`."""
+
+    @abc.abstractmethod
+    def blocker(self) -> str | None:
+        """Why learning must wait now (the judge does not answer), or None."""
+
+    @abc.abstractmethod
+    def status(self) -> dict[str, Any]:
+        """What `/reef/status` shows of it."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -159,3 +183,7 @@ class Recipe(abc.ABC):
     @abc.abstractmethod
     def processor(self) -> Processor | None:
         """A fresh processor for one scenario; None for recipes that do not learn."""
+
+    def feedback_source(self, scenario: str) -> FeedbackSource | None:
+        """What computes this scenario's feedback from its traffic (a judge); None: feedback comes as reports."""
+        return None

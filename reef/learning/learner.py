@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from reef.core.errors import Conflict
+from reef.core.records import Record
 from reef.core.releases import Commit, Release, Verdict
 from reef.core.settings import Settings
 from reef.inference.base import Engine
@@ -126,6 +127,9 @@ class Learner:
         self._errors: collections.deque[dict[str, Any]] = collections.deque(maxlen=10)
         self._control = TrainingControl(scenario, records, settings.learning.mode)
         self._running: dict[str, Any] | None = None  # the request the step in flight answers
+        # Feedback computed from traffic (openclawrl's judge): runs beside the loop, its verdicts become records.
+        self._feedback = recipe.feedback_source(scenario)
+        self._feedback_task: asyncio.Task[None] | None = None
 
     # ---- lifecycle -------------------------------------------------------------------------------------------
 
@@ -138,14 +142,19 @@ class Learner:
             log.exception("learner %s: resume failed", self.scenario)
             self._error(None, f"resume failed: {type(exc).__name__}: {exc}")
         self._task = asyncio.create_task(self._run(), name=f"reef-learner-{self.scenario}")
+        if self._feedback is not None:
+            self._feedback_task = asyncio.create_task(
+                self._feedback.run(self._due, self._deliver), name=f"reef-feedback-{self.scenario}"
+            )
 
     async def stop(self) -> None:
         """Stop the background loop; an unacknowledged batch is retried by the next start."""
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        for task in (self._task, self._feedback_task):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        self._task = self._feedback_task = None
 
     def wake(self) -> None:
         """Records were appended: look for a ready batch now rather than at the next poll."""
@@ -204,7 +213,7 @@ class Learner:
             async with self._step_lock:
                 await self._pull()
                 assert self._processor is not None
-                blocker = self.gate.blocker(self._processor)
+                blocker = self._blocker()
                 batch = None if blocker is not None else self._processor.build_batch(partial=True)
                 text = request.get("text")
                 if batch is None and blocker is None and text and self.recipe.takes_instructions:
@@ -224,6 +233,22 @@ class Learner:
             if not stopping:
                 await self._control.forget()
 
+    # ---- computed feedback ---------------------------------------------------------------------------------
+
+    def _due(self) -> list[Any]:
+        return self._processor.due() if self._processor is not None else []
+
+    async def _deliver(self, records: list[Record]) -> None:
+        """Store what the feedback source computed (durably, like any record), then look for a ready batch."""
+        await self.records.append_async(records)
+        self.wake()
+
+    def _blocker(self) -> str | None:
+        """Why no step may start now: the feedback source is down, or the gate cannot judge."""
+        assert self._processor is not None
+        held = self._feedback.blocker() if self._feedback is not None else None
+        return held or self.gate.blocker(self._processor)
+
     # ---- stepping --------------------------------------------------------------------------------------------
 
     async def step(self) -> dict[str, Any] | None:
@@ -235,7 +260,7 @@ class Learner:
             # A step asked for (POST /reef/train) while this one waited for the lock takes the ready units itself.
             if self._processor.ready() == 0 or self._control.request is not None:
                 return None
-            blocker = self.gate.blocker(self._processor)
+            blocker = self._blocker()
             if blocker is not None:
                 return await self._block(blocker)
             self._blocked = None
@@ -256,20 +281,19 @@ class Learner:
         poll_s = self.settings.learning.poll_interval_s
         while True:
             try:
-                if self._control.paused:
-                    await self._sleep(poll_s)
-                    continue
-                if self._control.request is not None:
+                if self._control.request is not None and not self._control.paused:
                     await self._requested_step(self._control.request)
                     continue
-                if self._control.mode == "manual":
+                if self._control.paused or self._control.mode == "manual":
+                    if self._feedback is not None:  # the judge works on what the processor holds, in any mode
+                        await self._pull()
                     await self._sleep(poll_s)
                     continue
                 await self._pull()
                 async with self._step_lock:
                     await self._discard()
                 assert self._processor is not None
-                still_blocked = self._blocked is not None and self.gate.blocker(self._processor) is not None
+                still_blocked = self._blocked is not None and self._blocker() is not None
                 # A processor may count units coarser than samples (grpo: whole groups); it says how many make a batch.
                 needed = getattr(self._processor, "units_per_batch", batch_size)
                 if self._processor.ready() >= needed and not still_blocked and await self.step() is not None:
@@ -520,9 +544,10 @@ class Learner:
                 "current_scores": last.current_scores,
                 **paired_summary(last.candidate_scores, last.current_scores),
             },
-            "blocked": self._blocked,
+            "blocked": self._blocked or (self._feedback.blocker() if self._feedback is not None else None),
             "gate": self.gate.status(self._processor),
             "lineage": {"tip_release_id": self.lineage.tip_id},
             "consecutive_failures": self._failures,
             "errors": list(self._errors),
+            **({"computed_feedback": self._feedback.status()} if self._feedback is not None else {}),
         }

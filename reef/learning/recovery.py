@@ -5,7 +5,7 @@ The commit log is the truth about which step consumed which records. Resuming:
   likewise a lineage tip kept by such a step,
 - marks records that a committed step consumed but that were never marked (a crash after the commit point),
 - feeds every other unconsumed record, in sequence order, to a fresh processor, so nothing consumed is
-  trained twice and an unacknowledged batch is built again.
+  trained twice and an unacknowledged batch is built again; consumed records are only shown (`observe`), as history.
 Afterwards `feed_new` keeps the processor fed with what is appended.
 """
 
@@ -68,9 +68,11 @@ def resume(
     while page := records.page(scenario, cursor, PAGE_SIZE):
         for record in page:
             if record.consumed_step is not None:
+                processor.observe(record)
                 continue
             if record.agent_record_id in claimed:
                 owed[claimed[record.agent_record_id]].append(record.agent_record_id)
+                processor.observe(record)
             else:
                 processor.ingest(record)
         cursor = page[-1].sequence or cursor
@@ -117,6 +119,8 @@ async def feed_new(records: RecordStore, scenario: str, processor: Processor, cu
         for record in page:
             if record.consumed_step is None:
                 processor.ingest(record)
+            else:
+                processor.observe(record)
         cursor = page[-1].sequence or cursor
     wanted = processor.wanted()
     if wanted:

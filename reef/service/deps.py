@@ -11,6 +11,7 @@ from reef.core.errors import BadRequest, NotFound
 from reef.core.scenarios import validate_scenario_name
 
 TAG_PREFIX = "x-reef-tag-"
+MAX_SESSION_TAG_CHARS = 128  # `x-reef-tag-session`: the openclawrl recipe groups turns into sessions by it
 
 
 def scenario_of(request: Request) -> str:
@@ -19,12 +20,15 @@ def scenario_of(request: Request) -> str:
 
 
 def tags_of(request: Request) -> dict[str, str]:
-    """Free-form `x-reef-tag-<name>` headers as `{name: value}`."""
-    return {
+    """Free-form `x-reef-tag-<name>` headers as `{name: value}`; a `session` tag over 128 characters is a 400."""
+    tags = {
         name[len(TAG_PREFIX) :]: value
         for name, value in request.headers.items()
         if name.startswith(TAG_PREFIX) and len(name) > len(TAG_PREFIX)
     }
+    if len(tags.get("session", "")) > MAX_SESSION_TAG_CHARS:
+        raise BadRequest(f"at most {MAX_SESSION_TAG_CHARS} characters", field="x-reef-tag-session")
+    return tags
 
 
 def release_pin_of(request: Request) -> str | None:

@@ -53,7 +53,20 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
         "reef.service",
         "reef.cli",
     ),
-    "reef.learning": ("reef.service", "reef.cli"),
+    "reef.learning": ("reef.service", "reef.cli", "reef.judge"),
+    # The openclawrl judge: sessions, votes, the worker; on the learning contracts, below the recipes.
+    "reef.judge": (
+        "reef.service",
+        "reef.cli",
+        "reef.recipes",
+        "reef.storage",
+        "reef.releases",
+        "reef.inference",
+        "reef.harness",
+        "reef.learning.learner",
+        "reef.learning.runtime",
+        "torch",
+    ),
     "reef.recipes": ("reef.service", "reef.cli"),
     "reef.harness": ("reef.service", "reef.cli"),
     # Running untrusted things: used by harness episodes and discovery, knows neither.

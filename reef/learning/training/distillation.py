@@ -28,7 +28,7 @@ from reef.learning.training import divergences
 from reef.learning.training.samples import render_prompt
 from reef.learning.training.teacher import Teacher, completion_logits, open_teacher
 
-DISTILLATION_LOSSES = frozenset({"sdft", "sdpo", "opd"})
+DISTILLATION_LOSSES = frozenset({"sdft", "sdpo", "opd", "openclawrl"})  # openclawrl: `hindsight`
 FULL_DISTRIBUTION: dict[str, Callable[..., torch.Tensor]] = {
     "forward_kl": divergences.forward_kl,
     "reverse_kl": divergences.reverse_kl,

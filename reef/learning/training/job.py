@@ -2,7 +2,8 @@
 
 The one function both backends launch (`local`: in a subprocess, `ray`: as a Ray task).
 `job.config` carries the `TrainingSettings` fields plus the recipe's own (`clip_low`, `kl_coef`, …).
-The distillation losses (`sdft`, `sdpo`, `opd`) add a teacher pass per micro-batch (`distillation`).
+The distillation losses (`sdft`, `sdpo`, `opd`) add a teacher pass per micro-batch (`distillation`); `openclawrl`
+adds it to a policy-gradient term (`hindsight`).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import torch
 from reef.core.settings import TrainingSettings
 from reef.learning.base import TrainingJob, TrainingResult
 from reef.learning.training.distillation import DISTILLATION_LOSSES, DistillationStep, with_teacher_prompt
+from reef.learning.training.hindsight import HindsightStep
 from reef.learning.training.losses import resolve_loss
 from reef.learning.training.samples import collate, token_logprobs, tokenize_sample
 
@@ -41,7 +43,8 @@ def run_training_job(job: TrainingJob, progress: Progress | None = None) -> Trai
     distill = None
     if job.loss in DISTILLATION_LOSSES:
         samples = [with_teacher_prompt(s, tokenizer, max_seq_len) for s in samples]
-        distill = DistillationStep.open(config, model, tokenizer, device, job.base_model_path, job.parent_adapter_path)
+        step_class = HindsightStep if job.loss == "openclawrl" else DistillationStep
+        distill = step_class.open(config, model, tokenizer, device, job.base_model_path, job.parent_adapter_path)
     plain = plain_loss(job, model, tokenizer, device)
     micro = int(config.get("micro_batch_size", 8))
     optimizer = torch.optim.AdamW(
@@ -49,6 +52,7 @@ def run_training_job(job: TrainingJob, progress: Progress | None = None) -> Trai
     )
     order = random.Random(seed)
     losses: list[float] = []
+    terms: dict[str, list[float]] = {}  # a loss's own terms per step (openclawrl: loss_rl, loss_opd)
     tokens = 0
     model.train()
     for epoch in range(int(config.get("epochs", 1))):
@@ -62,6 +66,9 @@ def run_training_job(job: TrainingJob, progress: Progress | None = None) -> Trai
             if distill is not None:
                 distill.after_update()
             losses.append(float(loss.detach()))
+            for name, value in extra.items():
+                if name.startswith("loss_"):
+                    terms.setdefault(name, []).append(float(value))
             tokens += sum(len(s["prompt_ids"]) + len(s["completion_ids"]) for s in chunk)
             if progress is not None:
                 progress(
@@ -90,6 +97,7 @@ def run_training_job(job: TrainingJob, progress: Progress | None = None) -> Trai
         "full_finetune": bool(config.get("full_finetune", False)),
         "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
         "pid": os.getpid(),
+        **terms,
     }
     if distill is not None:
         metrics.update(teacher=distill.teacher.kind, teacher_s=round(distill.teacher_s, 3))

@@ -9,7 +9,7 @@ from fastapi import APIRouter, Request
 
 from reef.core.errors import BadRequest
 from reef.core.records import Record
-from reef.service.deps import live_scenario, scenario_of
+from reef.service.deps import MAX_SESSION_TAG_CHARS, live_scenario, scenario_of
 from reef.service.schemas import RecordImport, RecordImportBatch, ReportBody
 
 router = APIRouter(tags=["feedback"])
@@ -43,7 +43,11 @@ async def report(request: Request, body: ReportBody) -> dict[str, Any]:
     return {"agent_record_id": stored[0].agent_record_id, "scenario": scenario, "request_type": "report"}
 
 
-def _imported(scenario: str, item: RecordImport) -> Record:
+def _imported(scenario: str, item: RecordImport, field: str = "payload") -> Record:
+    tags = item.payload.get("tags") if item.request_type == "inference" else None
+    session = tags.get("session") if isinstance(tags, dict) else None
+    if isinstance(session, str) and len(session) > MAX_SESSION_TAG_CHARS:
+        raise BadRequest(f"at most {MAX_SESSION_TAG_CHARS} characters", field=f"{field}.tags.session")
     return Record.new(
         scenario, item.request_type, item.payload, created_at=time.time(), agent_record_id=item.agent_record_id
     )
@@ -57,8 +61,9 @@ def _receipt(record: Record) -> dict[str, Any]:
 @router.post("/reef/records", summary="Import one record without calling a model")
 async def import_record(request: Request, body: RecordImport) -> dict[str, Any]:
     scenario = scenario_of(request)
+    record = _imported(scenario, body)
     await live_scenario(request.app.state, scenario)
-    stored = await request.app.state.records.append_async([_imported(scenario, body)])
+    stored = await request.app.state.records.append_async([record])
     request.app.state.runtime.notify(scenario)
     return _receipt(stored[0])
 
@@ -69,8 +74,9 @@ async def import_records(request: Request, body: RecordImportBatch) -> dict[str,
     ids = [item.agent_record_id for item in body.records if item.agent_record_id]
     if len(set(ids)) != len(ids):
         raise BadRequest("agent_record_id values must be unique within a batch", field="records")
+    imported = [_imported(scenario, item, f"records[{i}].payload") for i, item in enumerate(body.records)]
     await live_scenario(request.app.state, scenario)
-    stored = await request.app.state.records.append_async([_imported(scenario, item) for item in body.records])
+    stored = await request.app.state.records.append_async(imported)
     request.app.state.runtime.notify(scenario)
     # Each receipt names its scenario too: reef-client compares the list, key for key, with what it sent.
     return {"scenario": scenario, "records": [_receipt(r) for r in stored]}

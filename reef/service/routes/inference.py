@@ -77,9 +77,9 @@ async def _serve(state: Any, request: Request, dialect: Dialect) -> JsonBody | S
     started_at = time.time()
     scenario = scenario_of(request)
     body = await json_object(request)
+    tags = tags_of(request)
     await live_scenario(state, scenario)
     ctx: RequestContext = state.runtime.context_for(scenario, release_pin_of(request))
-    tags = tags_of(request)
     notes = request.scope.get(tracing.SCOPE_NOTES)
     if body.get("stream") is True:
         # For a stream the upstream latency is the time until it is open (the upstream's response head).

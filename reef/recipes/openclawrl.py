@@ -1,0 +1,293 @@
+"""`openclawrl`: learn online from usage, with no reports: the next state of each turn is the feedback.
+
+Sessions are rebuilt from the scenario's chat traffic (`reef.judge.sessions`: the `x-reef-tag-session` header, or
+a request that resends an earlier turn's messages + answer); a turn's next state is what the user or a tool said
+next. A process-reward judge (`reef.judge`; `recipe_config.judge_url` / `judge_model` / `judge_api`, or
+`judge_function`) casts `votes` votes per (turn, next state); their plurality is the turn's reward r ∈ {−1, 0, 1},
+and a −1 also brings up to `max_hints` hindsight hints. Verdicts are stored as report records citing the turn
+(`metadata.judge`, id `judge-<turn id>`), so a step can be audited from `GET /reef/scenarios/{s}/records`.
+
+A turn becomes a unit when its verdict is stored (or a client's report on the same receipt gives it a `score`,
+which overrides the judge's vote); `batch_size` units make a batch. The loss
+(`reef.learning.training.hindsight`), per turn with completion y:
+
+    L = w_rl · L_clip(ratio_t = π(y_t) / π_recorded(y_t), A = r) + w_opd · Σ_t ι_t · KL(T(·|x ⊕ h, y<t) ‖ S(·|x, y<t))
+
+with T the frozen base (`teacher: self`) shown the hints (`context_template`), the divergence over the student's
+top-k (`top_k`, `divergence`), on the turns that have a hint; each term is logged per step (`loss_rl`, `loss_opd`).
+A turn whose session expires (`session_ttl_s` idle) before its next state comes is consumed untrained.
+"""
+
+from __future__ import annotations
+
+import collections
+import math
+import uuid
+from typing import Any, ClassVar
+
+from reef.core.errors import BadRequest
+from reef.core.records import Record
+from reef.core.settings import Settings
+from reef.judge.base import VERDICT_KEY, JudgeRequest
+from reef.judge.judges import JudgeSettings, open_judge
+from reef.judge.sessions import NextState, Sessions, Turn, message_text
+from reef.judge.worker import JudgeWorker
+from reef.learning.base import Batch, FeedbackSource, Processor
+from reef.learning.report_schema import report_schema
+from reef.recipes.distillation import DistillationRecipe
+from reef.recipes.reports import Rollout
+from reef.recipes.sdft import require_references
+
+MAX_HELD_TURNS = 20_000
+
+
+def session_tag(record: Record) -> str | None:
+    """The `session` tag of an inference record (`x-reef-tag-session`), or None."""
+    payload = record.payload or {}
+    tags = payload.get("tags") or (payload.get("metadata") or {}).get("tags") or {}
+    value = tags.get("session") if isinstance(tags, dict) else None
+    return value if isinstance(value, str) and value else None
+
+
+def answer_message(record: Record) -> dict[str, Any] | None:
+    """The assistant message of a chat completion record, or None."""
+    response = (record.payload or {}).get("response")
+    choices = response.get("choices") if isinstance(response, dict) else None
+    message = (choices[0] or {}).get("message") if isinstance(choices, list) and choices else None
+    if not isinstance(message, dict):
+        return None
+    kept = {"role": "assistant", "content": message.get("content") or ""}
+    if message.get("tool_calls"):
+        kept["tool_calls"] = message["tool_calls"]
+    return kept
+
+
+class OpenClawRLProcessor(Processor):
+    """Turns → sessions → (turn, next state) due for the judge → judged turns as units. Pure: the judge's verdicts
+    come back as records, and a fresh processor fed the unconsumed records rebuilds the same state."""
+
+    def __init__(self, recipe: OpenClawRLRecipe, units_per_batch: int) -> None:
+        self.recipe = recipe
+        self.units_per_batch = units_per_batch
+        self.sessions = Sessions(recipe.session_ttl_s)
+        self.skipped: collections.Counter[str] = collections.Counter()
+        self._turns: collections.OrderedDict[str, Rollout] = collections.OrderedDict()
+        self._next: dict[str, NextState] = {}  # turn id -> its next state, until judged
+        self._verdicts: dict[str, Record] = {}  # turn id -> the judge's verdict record
+        self._reports: dict[str, list[Record]] = collections.defaultdict(list)  # turn id -> clients' reports
+        self._ready: collections.OrderedDict[str, None] = collections.OrderedDict()
+        self._reserved: dict[str, list[str]] = {}
+        self._skipped_ids: list[str] = []
+
+    # ---- ingest ----------------------------------------------------------------------------------------------
+
+    def ingest(self, record: Record) -> None:
+        if record.request_type == "inference":
+            self._turn(record, train=True)
+        elif record.payload is None:
+            self._skip([record.agent_record_id], "evicted")
+        else:
+            self._report(record)
+
+    def observe(self, record: Record) -> None:
+        if record.request_type == "inference":
+            self._turn(record, train=False)
+
+    def _turn(self, record: Record, train: bool) -> None:
+        rollout = Rollout.from_record(record) if record.payload is not None else None
+        answer = answer_message(record) if rollout is not None else None
+        if rollout is None or not rollout.messages or answer is None:
+            if train:
+                self._skip([record.agent_record_id], "not_a_chat_turn")
+            return
+        turn = Turn(record.agent_record_id, tuple(rollout.messages), answer, record.created_at, session_tag(record))
+        found = self.sessions.add(turn)
+        if train:
+            self._turns[record.agent_record_id] = rollout
+            while len(self._turns) > MAX_HELD_TURNS:
+                oldest = next(iter(self._turns))
+                self._drop(oldest, "too_old")
+        if found is not None and found.turn.record_id in self._turns:
+            self._next[found.turn.record_id] = found
+        for expired in self.sessions.expired():
+            if expired.record_id in self._turns and not self._scored(expired.record_id):
+                self._drop(expired.record_id, "no_next_state")
+
+    def _report(self, record: Record) -> None:
+        cited = record.references()
+        turn_id = cited[0] if cited else None
+        if turn_id is None or turn_id not in self._turns or turn_id in self._reserved_turns():
+            # The turn was trained (consumed) already, or is not a chat turn: the report is consumed untrained.
+            self._skip([record.agent_record_id], "turn_not_held")
+            return
+        if VERDICT_KEY in ((record.payload or {}).get("metadata") or {}):
+            self._verdicts[turn_id] = record
+        else:
+            self._reports[turn_id].append(record)
+        if turn_id in self._verdicts or self._scored(turn_id):
+            self._ready[turn_id] = None
+
+    def _scored(self, turn_id: str) -> bool:
+        return any(r.score() is not None for r in self._reports.get(turn_id, ()))
+
+    def _reserved_turns(self) -> set[str]:
+        return {i for ids in self._reserved.values() for i in ids}
+
+    def _drop(self, turn_id: str, reason: str) -> None:
+        """Consume a turn untrained (with the reports citing it) with the next batch."""
+        self._turns.pop(turn_id, None)
+        self._next.pop(turn_id, None)
+        self._ready.pop(turn_id, None)
+        cited = [r.agent_record_id for r in self._reports.pop(turn_id, [])]
+        verdict = self._verdicts.pop(turn_id, None)
+        self._skip([turn_id, *cited, *([verdict.agent_record_id] if verdict else [])], reason)
+
+    def _skip(self, record_ids: list[str], reason: str) -> None:
+        self.skipped[reason] += 1
+        self._skipped_ids.extend(record_ids)
+
+    # ---- what the judge must do ------------------------------------------------------------------------------
+
+    def due(self) -> list[JudgeRequest]:
+        """The turns whose next state came and that nobody judged or scored yet, oldest first."""
+        found = []
+        for turn_id, state in self._next.items():
+            if turn_id in self._verdicts or self._scored(turn_id) or turn_id not in self._turns:
+                continue
+            rollout = self._turns[turn_id]
+            found.append(
+                JudgeRequest(
+                    turn_id=turn_id,
+                    messages=tuple(rollout.messages or ()),
+                    answer=message_text(state.turn.answer),
+                    next_state=state.message,
+                    next_record_id=state.record_id,
+                    session=state.session,
+                )
+            )
+        return found
+
+    def waiting(self) -> dict[str, int]:
+        """Turns waiting for their next state, and for the judge."""
+        return {"next_state": self.sessions.waiting(), "judge": len(self.due())}
+
+    # ---- batches ---------------------------------------------------------------------------------------------
+
+    def ready(self) -> int:
+        return len(self._ready)
+
+    def reward(self, turn_id: str) -> tuple[float, list[str]]:
+        """A turn's reward (the newest client score, else the judge's plurality) and its hints."""
+        scores = [s for s in (r.score() for r in self._reports.get(turn_id, ())) if s is not None]
+        judged = (((self._verdicts[turn_id].payload or {}).get("metadata") or {})[VERDICT_KEY]
+                  if turn_id in self._verdicts else {})  # fmt: skip
+        hints = [h for h in judged.get("hints") or [] if isinstance(h, str)]
+        if scores:
+            return float(scores[-1]), hints
+        return float(judged.get("reward", 0)), hints
+
+    def build_batch(self, partial: bool = False) -> Batch | None:
+        if not self._ready or (len(self._ready) < self.units_per_batch and not partial):
+            return None
+        chosen = list(self._ready)[: self.units_per_batch]
+        samples: list[dict[str, Any]] = []
+        record_ids: list[str] = []
+        for turn_id in chosen:
+            del self._ready[turn_id]
+            rollout = self._turns[turn_id]
+            reports = [r.agent_record_id for r in self._reports.get(turn_id, ())]
+            verdict = self._verdicts.get(turn_id)
+            ids = [turn_id, *reports, *([verdict.agent_record_id] if verdict else [])]
+            record_ids.extend(ids)
+            sample = rollout.policy_sample()
+            if sample is None:
+                self.skipped["no_training_capture"] += 1
+                continue
+            reward, hints = self.reward(turn_id)
+            samples.append(self.recipe.sample(turn_id, sample, rollout.messages or [], reward, hints))
+        record_ids = list(dict.fromkeys(record_ids + self._skipped_ids))
+        self._skipped_ids = []
+        batch = Batch(f"batch_{uuid.uuid4().hex}", samples, record_ids)
+        self._reserved[batch.batch_id] = record_ids
+        return batch
+
+    def acknowledge(self, batch_id: str) -> None:
+        for record_id in self._reserved.pop(batch_id, []):
+            self._turns.pop(record_id, None)
+            self._next.pop(record_id, None)
+            self._verdicts.pop(record_id, None)
+            self._reports.pop(record_id, None)
+
+
+class OpenClawRLRecipe(DistillationRecipe):
+    """Online learning from sessions: a next-state judge's votes as rewards, its hindsight hints distilled."""
+
+    name: ClassVar[str] = "openclawrl"
+    loss_name: ClassVar[str] = "openclawrl"
+    default_teacher: ClassVar[str] = "self"
+    default_divergence: ClassVar[str] = "forward_kl"
+    default_template: ClassVar[str] = "\n\n(Hint for your reply: {context})"
+
+    def __init__(self, settings: Settings) -> None:
+        super().__init__(settings)
+        config = self.config()
+        self.judge_settings = JudgeSettings.from_config(config)
+        ttl = config["session_ttl_s"]
+        if isinstance(ttl, bool) or not isinstance(ttl, int | float) or not math.isfinite(ttl) or ttl <= 0:
+            raise BadRequest("session_ttl_s must be a number of seconds > 0", field="recipe_config.session_ttl_s")
+        self.session_ttl_s = float(ttl)
+        for key in ("w_rl", "w_opd"):
+            weight = config[key]
+            if isinstance(weight, bool) or not isinstance(weight, int | float) or not weight >= 0:
+                raise BadRequest(f"{key} must be a number ≥ 0", field=f"recipe_config.{key}")
+        if self.judge_settings.function:
+            open_judge(self.judge_settings)  # refuses a function that cannot be imported, at configuration time
+
+    def config(self) -> dict[str, Any]:
+        defaults = {
+            "w_rl": 1.0,
+            "w_opd": 1.0,
+            "clip_low": 0.2,
+            "clip_high": 0.28,
+            "top_k": 50,
+            "session_ttl_s": 900.0,
+            "votes": 3,
+            "max_hints": 3,
+        }
+        return {**super().config(), **defaults, **self.settings.learning.recipe_config}
+
+    def sample(
+        self, turn_id: str, policy: dict[str, Any], messages: list[dict[str, Any]], reward: float, hints: list[str]
+    ) -> dict[str, Any]:
+        """One turn's training sample: its rollout, the reward as advantage, and the hinted teacher prompt (weight 0,
+        no distillation, when it has no hint)."""
+        sample = {**policy, "advantage": reward, "turn_id": turn_id, "weight": 1.0 if hints else 0.0}
+        if hints:
+            sample["teacher_messages"] = self.teacher_messages(messages, "; ".join(hints))
+        return sample
+
+    def validate_report(self, report: dict[str, Any]) -> None:
+        require_references(report)
+        metadata = report.get("metadata")
+        if isinstance(metadata, dict) and VERDICT_KEY in metadata:
+            raise BadRequest("metadata.judge is written by Reef's judge, not by clients", field="metadata.judge")
+        score = report.get("score")
+        if score is not None and (isinstance(score, bool) or not isinstance(score, int | float)):
+            raise BadRequest("score must be a number (it overrides the judge's vote)", field="score")
+
+    def report_schema(self) -> dict[str, Any]:
+        schema = report_schema(required=("references",))
+        schema["properties"]["references"]["minItems"] = 1
+        schema["properties"]["score"]["description"] = "optional: overrides the judge's vote on the cited turn"
+        return schema
+
+    def processor(self) -> OpenClawRLProcessor:
+        return OpenClawRLProcessor(self, self.settings.learning.batch_size)
+
+    def feedback_source(self, scenario: str) -> FeedbackSource:
+        return JudgeWorker(
+            scenario, open_judge(self.judge_settings), self.judge_settings, self.settings.learning.poll_interval_s
+        )
+
+
+RECIPE = OpenClawRLRecipe
