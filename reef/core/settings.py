@@ -126,6 +126,7 @@ class HarnessSettings(_Section):
     # The scenario's adapter: what GET /reef/harness renders by default and, for an adapter with an agent binary
     # (pi), what the gate runs in sandboxed episodes; `chat` judges through the system prompt.
     default_adapter: str = "chat"
+    gate: Literal["agent", "chat"] = "agent"  # chat: judge every adapter's candidates through the system prompt
     episode_max_tokens: int | None = Field(None, gt=0)  # the agent's completion budget inside gate episodes
     # An episode that crashes or times out is an error: its pair is dropped; more than this fraction fails closed.
     max_error_fraction: float = Field(0.5, ge=0, le=1)

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from reef.core.errors import BadRequest, ReefError
+from reef.harness.agent_gate import AgentEvaluator, agent_adapter
 from reef.harness.directed import created_for_review, directed_mutations, instruction_rule
 from reef.harness.mutations import Mutation, apply_mutations, parse_mutations
 from reef.harness.proposals import ProposalQueue
@@ -23,7 +24,7 @@ from reef.harness.proposer import Proposer, open_proposer
 from reef.harness.render import write_tree
 from reef.harness.traces import TraceProcessor, is_failure, question_of
 from reef.harness.tree import HarnessTree, Node, load_tree
-from reef.learning.base import Batch, Processor, Recipe
+from reef.learning.base import Batch, Evaluator, Processor, Recipe
 from reef.learning.report_schema import report_schema
 
 log = logging.getLogger(__name__)
@@ -146,6 +147,12 @@ class HarnessRecipe(Recipe):
             given.proposer, given.instruction, given.tree, given.traces, max_tokens
         )
         return StepOutput(mutations, given.state, {"proposer_reply": reply[:600]}, source, fallback=False)
+
+    def agent_evaluator(self, gate_for: Any, release_dir: Any) -> Evaluator | None:
+        """The agent gate when the scenario's adapter has an agent Reef can run (pi), else None (the chat gate)."""
+        if agent_adapter(self.settings) is None:
+            return None
+        return AgentEvaluator(self.settings, gate_for, release_dir)
 
     def proposer(self, ctx: Any) -> Proposer:
         return open_proposer(ctx.settings, ctx.engine, ctx.scenario)

@@ -78,7 +78,10 @@ class Runtime:
             context_for=self.context_for,
             gate_for=self.gate_tasks,
             harness_prompt=harness_system_prompt,
+            release_dir=self._release_dir,
         )
+        # An agent whose gate runs it reads the tree from its own files: Reef prepends no harness prompt then.
+        self._prepends_prompt = not getattr(self.evaluator, "runs_agent", False)
         self.selector = selector or default_selector(recipe, settings)
         self._backend_factory = backend_factory or default_backend_factory(settings)
         self._known: set[str] = set()
@@ -220,10 +223,17 @@ class Runtime:
         release = self.release_store.get(scenario, release_id)  # raises NotFound
         path = self.release_store.materialize(release)
         if self.recipe.surface == "harness":
-            return RequestContext(scenario, release_id, system_prompt=harness_system_prompt(path))
+            prompt = harness_system_prompt(path) if self._prepends_prompt else None
+            return RequestContext(scenario, release_id, system_prompt=prompt)
         # A release that is not the one loaded for the scenario is served like a candidate: from its files.
         candidate = path if self.recipe.surface == "weights" else None
         return RequestContext(scenario, release_id, candidate_path=candidate)
+
+    def _release_dir(self, scenario: str, release_id: str | None) -> Path | None:
+        """The content directory of a release of `scenario` (None for no release)."""
+        if release_id is None:
+            return None
+        return self.release_store.materialize(self.release_store.get(scenario, release_id))
 
     def validate_report(self, scenario: str, report: dict[str, Any]) -> None:
         """Check a report against the recipe's schema; raises BadRequest naming the field."""
@@ -249,7 +259,7 @@ class Runtime:
 
     async def _activate(self, scenario: str, release: Release) -> None:
         path = await asyncio.to_thread(self.release_store.materialize, release)
-        if self.recipe.surface == "harness":
+        if self.recipe.surface == "harness" and self._prepends_prompt:
             self._prompts[scenario] = await asyncio.to_thread(harness_system_prompt, path)
         await self.engine.activate(scenario, release, path)
 

@@ -44,6 +44,7 @@ async def client(tmp_path: Path):
     await runtime.start()
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://reef.test") as http:
         http.engine = engine  # type: ignore[attr-defined]
+        http.state_dir = tmp_path / "state"  # type: ignore[attr-defined]
         await http.post("/reef/scenarios", json={"name": "h"})
         yield http
     await runtime.stop()
@@ -101,3 +102,23 @@ async def test_a_directed_step_of_rules_only_publishes_under_the_floor_even_with
     assert commit["candidate_scores"] == commit["current_scores"]  # no gain: `mean` would have refused it
     harness = (await client.get("/reef/harness", params={"adapter": "pi"}, headers=HEADERS)).json()
     assert INSTRUCTION in harness["files"]["AGENTS.md"]
+
+
+@pytest.mark.parametrize(
+    ("task", "field"),
+    [
+        ({"prompt": "p", "check": {"command": {"run": "make"}}}, "check.command"),
+        ({"prompt": "p", "check": {"command": "true"}, "workspace": {"files": {"../../x": "y"}}}, "workspace.files"),
+    ],
+)
+async def test_a_bad_agent_task_is_refused_naming_the_field_and_nothing_is_stored(client, task, field):
+    response = await client.post("/reef/scenarios/h/tasks", json={"tasks": [task]})
+    assert response.status_code == 400 and field in response.json()["error"]["message"]
+    assert (await client.get("/reef/scenarios/h/tasks")).json()["tasks"] == []
+
+
+async def test_a_proposal_naming_an_unknown_node_is_refused_and_nothing_is_queued(client):
+    ghost = {"mutations": [{"op": "remove", "id": "ghost", "options": {}}], "reason": "tidy"}
+    response = await client.post("/reef/harness/proposals", json=ghost, headers=HEADERS)
+    assert response.status_code == 400 and "mutations[0].id" in response.json()["error"]["message"]
+    assert not list((client.state_dir / "harness-proposals").glob("*.jsonl"))

@@ -33,6 +33,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ReefProcess]:
         "--learning.mode", "manual",
         "--learning.poll-interval-s", "0.1",
         "--harness.default-adapter", "pi",
+        "--harness.gate", "chat",  # the agent gate has its own tests; here the wire format is under test
     ]  # fmt: skip
     try:
         with ReefProcess(tmp_path_factory.mktemp("reference-client"), *flags) as process:
