@@ -45,6 +45,7 @@ class StepInput:
     proposer: Proposer
     ctx: Any  # reef.learning.growth.GrowContext
     instruction: str | None = None  # an operator's words (POST /reef/train text): a directed step
+    commits: list[Any] = dataclasses.field(default_factory=list)  # the scenario's step log, oldest first
 
 
 @dataclasses.dataclass(frozen=True)
@@ -101,7 +102,7 @@ class HarnessRecipe(Recipe):
         queued = ProposalQueue.for_settings(ctx.settings).pending(ctx.scenario, consumed)
         tree, proposal_notes = _apply_proposals(parent, queued)
         proposer = self.proposer(ctx)
-        given = StepInput(tree, list(batch.samples), state, ledger, proposer, ctx, batch.instruction)
+        given = StepInput(tree, list(batch.samples), state, ledger, proposer, ctx, batch.instruction, commits)
         try:
             output = await (self.directed_step(given) if batch.instruction else self.step(given))
         except ReefError as exc:  # an unreachable or failing proposer must not stall learning
