@@ -60,6 +60,8 @@ class RecipeProfile:
 
     def serve_flags(self, learning_rate: float | None = None, epochs: int | None = None) -> list[str]:
         """`reef serve` flags for this recipe (on top of the model, recipe, batch size, tasks, state dir and port)."""
+        if self.recipe in HARNESS_METHODS:  # nothing trains weights: only the gate's answer budget matters
+            return ["--evaluation.max-new-tokens", "8"]
         flags = [
             "--training.learning-rate",
             repr(learning_rate if learning_rate is not None else self.learning_rate),
@@ -81,7 +83,9 @@ class RecipeProfile:
         return flags
 
 
-DEMONSTRATED = ("sft", "sdft")  # recipes whose reports carry the right answer; graded by exact match
+HARNESS_METHODS = ("evolve", "gepa", "ace", "reasoning_bank", "meta_harness")
+# Recipes whose reports carry the right answer (a harness method's traces read it as `expected`); graded by exact.
+DEMONSTRATED = ("sft", "sdft", *HARNESS_METHODS)
 # The distillation teacher sees a demonstration as an earlier answer in the conversation: base SmolLM2 answers
 # 0.71 of the training prompts exactly when shown one that way, 0.00 when it is described in the question.
 SHOWN_AS_TURN = {"context_as": "turn", "context_template": "{context}"}
@@ -121,3 +125,15 @@ PROFILES: dict[str, RecipeProfile] = {
         learning_rate=1e-3, epochs=2, batch_size=8, recipe_config={"teacher": f"scenario:{TEACHER_SCENARIO}"},
     ),
 }  # fmt: skip
+# Harness methods on the chat adapter: greedy answers, the right answer in each report; no weights train. The
+# proposer is the served model; where its replies are unusable a method's deterministic fallback (solved examples
+# as memory) acts, and each round says which (`source`).
+PROFILES.update(
+    {
+        method: RecipeProfile(
+            method, prompts_per_round=8, samples_per_prompt=1, temperature=0.0, max_tokens=8,
+            learning_rate=6e-4, epochs=1, batch_size=8, rounds=8,
+        )
+        for method in HARNESS_METHODS
+    }
+)  # fmt: skip
