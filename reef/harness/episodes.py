@@ -31,7 +31,7 @@ from typing import Any
 from reef.core.scenarios import Dialect
 from reef.core.settings import Settings
 from reef.harness.agent_checks import CheckResult, prepare_workspace, run_check
-from reef.harness.chat import system_prompt_of
+from reef.harness.chat import chat_harness_of
 from reef.harness.render import render, write_files
 from reef.harness.tree import HarnessTree
 from reef.inference.base import Engine, RequestContext
@@ -223,7 +223,8 @@ async def chat_episode(engine: Engine, tree: HarnessTree, task: str, binding: Mo
     body: dict[str, Any] = {"model": binding.model, "messages": [{"role": "user", "content": task}]}
     if binding.max_tokens:
         body["max_tokens"] = binding.max_tokens
-    ctx = RequestContext(binding.scenario, system_prompt=system_prompt_of(tree))
+    chat = chat_harness_of(tree)
+    ctx = RequestContext(binding.scenario, system_prompt=chat.system_prompt, example_turns=chat.example_turns)
     completion = await engine.complete(Dialect.CHAT, body, ctx)
     answer = answer_text(completion.body) if completion.status < 400 else ""
     trajectory: list[dict[str, Any]] = [

@@ -34,13 +34,17 @@ log = logging.getLogger(__name__)
 _MAX_PINNED_CONTEXTS = 4096
 
 
-def harness_system_prompt(release_dir: Path) -> str | None:
-    """The system prompt a harness release gives a plain chat agent (None if `reef.harness.chat` is absent)."""
+HarnessPrompt = tuple[str | None, tuple[tuple[str, str], ...]]  # (system prompt, example turns)
+
+
+def harness_system_prompt(release_dir: Path) -> HarnessPrompt:
+    """What a harness release gives a plain chat agent: its system prompt and its worked examples as turns."""
     try:
-        from reef.harness.chat import system_prompt_for
+        from reef.harness.chat import chat_harness_for
     except ImportError:
-        return None
-    return system_prompt_for(release_dir)
+        return None, ()
+    chat = chat_harness_for(release_dir)
+    return chat.system_prompt, chat.example_turns
 
 
 class Runtime:
@@ -88,7 +92,7 @@ class Runtime:
         self._learners: dict[str, Learner] = {}
         self._creation_locks: dict[str, asyncio.Lock] = {}
         self._commit_locks: dict[str, asyncio.Lock] = {}
-        self._prompts: dict[str, str | None] = {}  # scenario -> harness system prompt of the serving release
+        self._prompts: dict[str, HarnessPrompt] = {}  # scenario -> the serving release's chat harness
         self._pinned: dict[tuple[str, str], RequestContext] = {}
         self._started = False
 
@@ -209,7 +213,8 @@ class Runtime:
     def context_for(self, scenario: str, release_id: str | None) -> RequestContext:
         """The request context: the serving release, or a pinned one (NotFound if it is not the scenario's)."""
         if release_id is None or release_id == self.engine.active_release_id(scenario):
-            return RequestContext(scenario, release_id, system_prompt=self._prompts.get(scenario))
+            prompt, turns = self._prompts.get(scenario, (None, ()))
+            return RequestContext(scenario, release_id, system_prompt=prompt, example_turns=turns)
         key = (scenario, release_id)
         ctx = self._pinned.get(key)
         if ctx is None:
@@ -223,8 +228,8 @@ class Runtime:
         release = self.release_store.get(scenario, release_id)  # raises NotFound
         path = self.release_store.materialize(release)
         if self.recipe.surface == "harness":
-            prompt = harness_system_prompt(path) if self._prepends_prompt else None
-            return RequestContext(scenario, release_id, system_prompt=prompt)
+            prompt, turns = harness_system_prompt(path) if self._prepends_prompt else (None, ())
+            return RequestContext(scenario, release_id, system_prompt=prompt, example_turns=turns)
         # A release that is not the one loaded for the scenario is served like a candidate: from its files.
         candidate = path if self.recipe.surface == "weights" else None
         return RequestContext(scenario, release_id, candidate_path=candidate)

@@ -21,7 +21,7 @@ def default_evaluator(
     *,
     context_for: Callable[..., Any],
     gate_for: Callable[..., Any],
-    harness_prompt: Callable[[Path], str | None],
+    harness_prompt: Callable[[Path], tuple[str | None, tuple[tuple[str, str], ...]]],
     release_dir: Callable[[str, str | None], Path | None] | None = None,
 ) -> Evaluator:
     """The recipe's `evaluator(engine)` if it has one, else its `agent_evaluator(gate_for, release_dir)` (a harness
