@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 from reef.cli.config import ConfigError, describe_settings, load_settings, parse_overrides
+from reef.core.errors import BadRequest
 from reef.core.settings import Settings
 from reef.observability import tracing
 
@@ -107,7 +108,7 @@ def run_serve(args: argparse.Namespace, extra: list[str]) -> int:
         # Before anything is opened: a tracing setting that cannot work stops the start, as any bad setting does.
         traced = tracing.configure(settings.observability)
         app = build_app(settings)
-    except (ConfigError, tracing.TracingError) as exc:
+    except (ConfigError, BadRequest, tracing.TracingError) as exc:  # BadRequest: a setting a part refused, named
         tracing.shutdown()
         print(f"reef: configuration error: {exc}", file=sys.stderr)
         return 2

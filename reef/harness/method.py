@@ -17,6 +17,7 @@ from typing import Any
 
 from reef.core.errors import BadRequest, ReefError
 from reef.harness.agent_gate import AgentEvaluator, agent_adapter
+from reef.harness.catalog import load_adapter
 from reef.harness.directed import created_for_review, directed_mutations, instruction_rule
 from reef.harness.mutations import Mutation, apply_mutations, parse_mutations
 from reef.harness.proposals import ProposalQueue
@@ -65,6 +66,13 @@ class HarnessRecipe(Recipe):
     surface = "harness"
     takes_instructions = True  # a directed step needs no traces: the operator's text is what it works from
     instruction_policy = "floor"
+
+    def __init__(self, settings: Any) -> None:
+        super().__init__(settings)
+        try:
+            load_adapter(settings.harness.default_adapter)
+        except BadRequest as exc:
+            raise BadRequest(exc.message, field="harness.default_adapter") from None
 
     @property
     def config(self) -> dict[str, Any]:

@@ -110,3 +110,13 @@ def test_a_malformed_agent_task_is_refused_naming_the_field(row, field):
     with pytest.raises(BadRequest) as refused:
         parse_task(row, "t")
     assert refused.value.field is not None and refused.value.field.startswith(field)
+
+
+def test_an_unknown_default_adapter_exits_2_naming_the_key(tmp_path: Path) -> None:
+    import subprocess
+
+    command = [sys.executable, "-m", "reef.cli.main", "serve", "--learning.recipe", "evolve"]
+    command += ["--harness.default-adapter", "emacs", "--inference.upstream-url", "http://127.0.0.1:9"]
+    command += ["--storage.dir", str(tmp_path / "state"), "--reef.port", "0"]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2 and "harness.default_adapter" in result.stderr
