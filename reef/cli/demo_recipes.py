@@ -60,8 +60,6 @@ class RecipeProfile:
 
     def serve_flags(self, learning_rate: float | None = None, epochs: int | None = None) -> list[str]:
         """`reef serve` flags for this recipe (on top of the model, recipe, batch size, tasks, state dir and port)."""
-        if self.recipe in HARNESS_METHODS:  # nothing trains weights: only the gate's answer budget matters
-            return ["--evaluation.max-new-tokens", "8"]
         flags = [
             "--training.learning-rate",
             repr(learning_rate if learning_rate is not None else self.learning_rate),
@@ -132,7 +130,7 @@ PROFILES.update(
     {
         method: RecipeProfile(
             method, prompts_per_round=8, samples_per_prompt=1, temperature=0.0, max_tokens=8,
-            learning_rate=6e-4, epochs=1, batch_size=8, rounds=8,
+            learning_rate=6e-4, epochs=1, batch_size=8, rounds=8,  # training flags unused: no weights train
         )
         for method in HARNESS_METHODS
     }
