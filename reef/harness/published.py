@@ -16,6 +16,19 @@ from reef.harness.tree import HarnessTree, load_tree
 MAX_REASON_CHARS = 4_000
 
 
+def stored_files(release_dir: Path) -> dict[str, str]:
+    """Every text file of a release directory as stored (`harness.json`, method state), by relative path."""
+    root = Path(release_dir)
+    files: dict[str, str] = {}
+    for path in sorted(root.rglob("*")):
+        if path.is_file() and not any(part.startswith(".") for part in path.relative_to(root).parts):
+            try:
+                files[path.relative_to(root).as_posix()] = path.read_text(encoding="utf-8")
+            except UnicodeDecodeError:
+                continue
+    return files
+
+
 SKILL_PATH = "skills/SKILL.md"  # where the reference client's `fetch_skill` / `sync_skill` read a tree's skill
 
 
@@ -43,6 +56,7 @@ def harness_view(release: Release, release_dir: Path, adapter: str) -> dict[str,
         "adapter": adapter,
         "files": dict(sorted(files.items())),
         "tree": tree.to_json(),
+        "stored_files": stored_files(release_dir),  # the release as committed (what the console diffs)
         "evaluation": evaluation,
         "requires": chosen.requires,
     }
