@@ -349,6 +349,9 @@ async def _one_round(
         "gate_candidate": _rounded((commit.get("metrics") or {}).get("candidate_mean")),
         "gate_current": _rounded((commit.get("metrics") or {}).get("current_mean")),
         "loss": _last_loss(commit),
+        # A harness step: its mutations and whether the proposer or the method's deterministic fallback made them.
+        "source": (commit.get("metrics") or {}).get("source"),
+        "mutations": _mutation_summary(commit),
         "wait_s": outcome.waited_s,
         "measured": measured.to_json() if measured else None,
     }
@@ -404,6 +407,18 @@ def _write_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
 
 def _rounded(value: Any) -> float | None:
     return round(float(value), 4) if isinstance(value, int | float) else None
+
+
+def _mutation_summary(commit: dict[str, Any]) -> list[str] | None:
+    mutations = (commit.get("metrics") or {}).get("mutations")
+    if not isinstance(mutations, list):
+        return None
+    summary = []
+    for mutation in mutations[:12]:
+        node = mutation.get("node") or {}
+        text = str((node.get("config") or {}).get("text", ""))[:80].replace("\n", " ")
+        summary.append(f"{mutation.get('op')} {node.get('kind', '')} {mutation.get('id') or node.get('id')}: {text}")
+    return summary
 
 
 def _last_loss(commit: dict[str, Any]) -> float | None:

@@ -81,7 +81,9 @@ class RecipeProfile:
         return flags
 
 
-DEMONSTRATED = ("sft", "sdft")  # recipes whose reports carry the right answer; graded by exact match
+HARNESS_METHODS = ("evolve", "gepa", "ace", "reasoning_bank", "meta_harness")
+# Recipes whose reports carry the right answer (a harness method's traces read it as `expected`); graded by exact.
+DEMONSTRATED = ("sft", "sdft", *HARNESS_METHODS)
 # The distillation teacher sees a demonstration as an earlier answer in the conversation: base SmolLM2 answers
 # 0.71 of the training prompts exactly when shown one that way, 0.00 when it is described in the question.
 SHOWN_AS_TURN = {"context_as": "turn", "context_template": "{context}"}
@@ -130,3 +132,15 @@ PROFILES: dict[str, RecipeProfile] = {
         recipe_config={"judge_function": "reef.cli.demo_user:judge", "votes": 3},
     ),
 }  # fmt: skip
+# Harness methods on the chat adapter: greedy answers, the right answer in each report; no weights train. The
+# proposer is the served model; where its replies are unusable a method's deterministic fallback (solved examples
+# as memory) acts, and each round says which (`source`).
+PROFILES.update(
+    {
+        method: RecipeProfile(
+            method, prompts_per_round=8, samples_per_prompt=1, temperature=0.0, max_tokens=8,
+            learning_rate=6e-4, epochs=1, batch_size=8, rounds=8,  # training flags unused: no weights train
+        )
+        for method in HARNESS_METHODS
+    }
+)  # fmt: skip

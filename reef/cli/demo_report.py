@@ -114,7 +114,7 @@ wall time {float(result.get("wall_s") or 0):.0f} s (server start {float(result.g
 <table><tr><th>round</th><th>step</th><th>verdict</th><th>train score</th><th>train exact</th>
 <th>gate candidate</th><th>gate current</th><th>loss</th><th>held-out {"acceptance" if accepting else "exact"}</th>
 <th>held-out partial</th>
-<th>round s</th><th>elapsed s</th></tr>
+<th>round s</th><th>elapsed s</th><th>release · change (harness: source and mutations)</th></tr>
 {rows}</table>
 <h2>Per task family (held-out exact)</h2>
 {families}
@@ -144,8 +144,18 @@ def _round_row(entry: dict[str, Any]) -> str:
         _number(entry.get("heldout_partial")),
         _number(entry.get("round_s"), 0),
         _number(entry.get("elapsed_s"), 0),
+        _change(entry),
     ]
     return "<tr>" + "".join(f"<td>{cell}</td>" for cell in cells) + "</tr>\n"
+
+
+def _change(entry: dict[str, Any]) -> str:
+    """The release a step published and, for a harness step, who made its change and what it was."""
+    release = _e(str(entry.get("release_id") or "")[:12])
+    if not entry.get("mutations"):
+        return release
+    items = "".join(f"<li>{_e(m)}</li>" for m in entry["mutations"])
+    return f"{release} · {_e(entry.get('source'))}<ul class='text'>{items}</ul>"
 
 
 def _family_table(before: dict[str, float], after: dict[str, float]) -> str:

@@ -151,7 +151,7 @@ def run_serve(args: argparse.Namespace, extra: list[str]) -> int:
         tracing.shutdown()
         print(f"reef: configuration error: {exc}", file=sys.stderr)
         return 2
-    except BadRequest as exc:  # a recipe refusing its settings names the key (recipe_config.* is under learning)
+    except BadRequest as exc:  # a part refused a setting, named (a recipe's recipe_config.* is under learning)
         tracing.shutdown()
         prefix = "learning." if (exc.field or "").startswith("recipe_config") else ""
         print(f"reef: configuration error: {prefix}{exc.message}", file=sys.stderr)

@@ -125,6 +125,8 @@ class EvaluationSettings(_Section):
     holdout_every: int = Field(4, ge=0)
     holdout_min_tasks: int = Field(4, gt=0)
     max_tasks_bytes: int = Field(8 * 1024 * 1024, gt=0)  # one POST /reef/scenarios/{s}/tasks body
+    # Policy `floor` (the selection of user-directed harness steps): publish unless the candidate's mean is below it.
+    floor_score: float = 0.0
 
 
 class HarnessSettings(_Section):
@@ -134,6 +136,13 @@ class HarnessSettings(_Section):
     proposer_api_key: SecretStr | None = None
     episode_timeout_s: float = Field(120.0, gt=0)
     max_parallel_episodes: int = Field(2, gt=0)
+    # The scenario's adapter: what GET /reef/harness renders by default and, for an adapter with an agent binary
+    # (pi), what the gate runs in sandboxed episodes; `chat` judges through the system prompt.
+    default_adapter: str = "chat"
+    gate: Literal["agent", "chat"] = "agent"  # chat: judge every adapter's candidates through the system prompt
+    episode_max_tokens: int | None = Field(None, gt=0)  # the agent's completion budget inside gate episodes
+    # An episode that crashes or times out is an error: its pair is dropped; more than this fraction fails closed.
+    max_error_fraction: float = Field(0.5, ge=0, le=1)
 
 
 class ObservabilitySettings(_Section):

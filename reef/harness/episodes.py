@@ -30,11 +30,13 @@ from typing import Any
 
 from reef.core.scenarios import Dialect
 from reef.core.settings import Settings
-from reef.harness.chat import system_prompt_of
+from reef.harness.agent_checks import CheckResult, prepare_workspace, run_check
+from reef.harness.chat import chat_harness_of
 from reef.harness.render import render, write_files
 from reef.harness.tree import HarnessTree
 from reef.inference.base import Engine, RequestContext
 from reef.learning.evaluation import answer_text
+from reef.learning.evaluation.agent_tasks import AgentCheck, Workspace
 from reef.sandbox.bubblewrap import bwrap_available, bwrap_prefix, needed_under_tmp
 from reef.sandbox.netbridge import FORWARDER, unix_bridge
 
@@ -50,6 +52,7 @@ class ModelBinding:
     model: str
     api_key: str = "reef"
     max_tokens: int | None = None
+    episode_id: str | None = None  # tags the episode's records (`x-reef-tag-reef-episode`)
 
     def pi_models_json(self) -> dict[str, Any]:
         model: dict[str, Any] = {"id": self.model}
@@ -61,7 +64,10 @@ class ModelBinding:
                     "api": "openai-completions",
                     "baseUrl": self.base_url.rstrip("/") + "/v1",
                     "apiKey": self.api_key,
-                    "headers": {"x-reef-scenario": self.scenario},
+                    "headers": {
+                        "x-reef-scenario": self.scenario,
+                        **({"x-reef-tag-reef-episode": self.episode_id} if self.episode_id else {}),
+                    },
                     "models": [model],
                 }
             }
@@ -80,6 +86,16 @@ class EpisodeResult:
     sandboxed: bool
     duration_s: float
     stderr_tail: str = ""
+    check: CheckResult | None = None  # an agent task's check, run after the agent
+
+    @property
+    def error(self) -> str | None:
+        """Why the episode is an error rather than a score (it timed out or the agent failed), or None."""
+        if self.timed_out:
+            return "timed out"
+        if self.exit_code != 0:
+            return f"the agent exited with {self.exit_code}"
+        return None
 
 
 class PiEpisodes:
@@ -113,18 +129,33 @@ class PiEpisodes:
     async def run_many(self, tree: HarnessTree, tasks: Sequence[str], binding: ModelBinding) -> list[EpisodeResult]:
         return list(await asyncio.gather(*(self.run(tree, task, binding) for task in tasks)))
 
-    async def run(self, tree: HarnessTree, task: str, binding: ModelBinding) -> EpisodeResult:
+    async def run(
+        self,
+        tree: HarnessTree,
+        task: str,
+        binding: ModelBinding,
+        workspace: Workspace | None = None,
+        check: AgentCheck | None = None,
+    ) -> EpisodeResult:
+        """One episode: the agent starts in `workspace`; `check` runs after it (not when the agent failed)."""
         async with self._limit:
             root = Path(tempfile.mkdtemp(prefix="reef-episode-", dir=self.temp_dir))
             try:
-                return await self._run_in(root, tree, task, binding)
+                result = await self._run_in(root, tree, task, binding, workspace)
+                if check is not None and result.error is None:
+                    checked = await run_check(root, root / "work", check, self.sandbox)
+                    result = dataclasses.replace(result, check=checked)
+                return result
             finally:
                 shutil.rmtree(root, ignore_errors=True)
 
-    async def _run_in(self, root: Path, tree: HarnessTree, task: str, binding: ModelBinding) -> EpisodeResult:
+    async def _run_in(
+        self, root: Path, tree: HarnessTree, task: str, binding: ModelBinding, workspace: Workspace | None = None
+    ) -> EpisodeResult:
         agent, work, home = root / "agent", root / "work", root / "home"
         for directory in (agent, work, home, root / "tmp"):
             directory.mkdir()
+        prepare_workspace(work, workspace)
         write_files(render(tree, "pi"), agent)
         (agent / "models.json").write_text(json.dumps(binding.pi_models_json(), indent=2))
         os.chmod(agent / "models.json", 0o600)
@@ -192,7 +223,8 @@ async def chat_episode(engine: Engine, tree: HarnessTree, task: str, binding: Mo
     body: dict[str, Any] = {"model": binding.model, "messages": [{"role": "user", "content": task}]}
     if binding.max_tokens:
         body["max_tokens"] = binding.max_tokens
-    ctx = RequestContext(binding.scenario, system_prompt=system_prompt_of(tree))
+    chat = chat_harness_of(tree)
+    ctx = RequestContext(binding.scenario, system_prompt=chat.system_prompt, example_turns=chat.example_turns)
     completion = await engine.complete(Dialect.CHAT, body, ctx)
     answer = answer_text(completion.body) if completion.status < 400 else ""
     trajectory: list[dict[str, Any]] = [

@@ -16,13 +16,16 @@ from pathlib import Path
 from typing import Any
 
 from reef.core.errors import BadRequest, ReefError
+from reef.harness.agent_gate import AgentEvaluator, agent_adapter
+from reef.harness.catalog import load_adapter
+from reef.harness.directed import created_for_review, directed_mutations, instruction_rule
 from reef.harness.mutations import Mutation, apply_mutations, parse_mutations
 from reef.harness.proposals import ProposalQueue
 from reef.harness.proposer import Proposer, open_proposer
 from reef.harness.render import write_tree
 from reef.harness.traces import TraceProcessor, is_failure, question_of
 from reef.harness.tree import HarnessTree, Node, load_tree
-from reef.learning.base import Batch, Processor, Recipe
+from reef.learning.base import Batch, Evaluator, Processor, Recipe
 from reef.learning.report_schema import report_schema
 
 log = logging.getLogger(__name__)
@@ -42,6 +45,8 @@ class StepInput:
     ledger: list[dict[str, Any]]
     proposer: Proposer
     ctx: Any  # reef.learning.growth.GrowContext
+    instruction: str | None = None  # an operator's words (POST /reef/train text): a directed step
+    commits: list[Any] = dataclasses.field(default_factory=list)  # the scenario's step log, oldest first
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,6 +64,15 @@ class HarnessRecipe(Recipe):
     """Base of the harness methods (surface `harness`); subclasses implement `step`."""
 
     surface = "harness"
+    takes_instructions = True  # a directed step needs no traces: the operator's text is what it works from
+    instruction_policy = "floor"
+
+    def __init__(self, settings: Any) -> None:
+        super().__init__(settings)
+        try:
+            load_adapter(settings.harness.default_adapter)
+        except BadRequest as exc:
+            raise BadRequest(exc.message, field="harness.default_adapter") from None
 
     @property
     def config(self) -> dict[str, Any]:
@@ -96,20 +110,22 @@ class HarnessRecipe(Recipe):
         queued = ProposalQueue.for_settings(ctx.settings).pending(ctx.scenario, consumed)
         tree, proposal_notes = _apply_proposals(parent, queued)
         proposer = self.proposer(ctx)
-        given = StepInput(tree, list(batch.samples), state, ledger, proposer, ctx)
+        given = StepInput(tree, list(batch.samples), state, ledger, proposer, ctx, batch.instruction, commits)
         try:
-            output = await self.step(given)
+            output = await (self.directed_step(given) if batch.instruction else self.step(given))
         except ReefError as exc:  # an unreachable or failing proposer must not stall learning
             log.warning("harness %s: the proposer failed (%s); using the fallback", self.name, exc.message)
-            output = StepOutput(
-                fallback_mutations(tree, given.traces), state, {"proposer_error": exc.message}, "fallback"
+            fallback = (
+                [instruction_rule(batch.instruction)] if batch.instruction else fallback_mutations(tree, given.traces)
             )
+            output = StepOutput(fallback, state, {"proposer_error": exc.message}, "fallback")
         candidate, applied, refused = apply_admissible(tree, output.mutations)
         source = output.source
         if not applied and output.fallback and output.source != "fallback":
             candidate, applied, more = apply_admissible(tree, fallback_mutations(tree, given.traces))
             refused += more
             source = "fallback"
+        review = created_for_review(parent, candidate)
         out_dir = Path(ctx.work_dir) / "candidate"
         state_files = {f"{STATE_DIR}/{self.name}.json": json.dumps(output.state, indent=1, sort_keys=True)}
         write_tree(candidate, out_dir, extra=state_files)
@@ -125,7 +141,27 @@ class HarnessRecipe(Recipe):
             "failures": sum(is_failure(t) for t in given.traces),
             **output.notes,
         }
+        if batch.instruction:
+            metrics["instruction"] = batch.instruction
+        if review:
+            metrics["needs_review"] = review
         return out_dir, metrics
+
+    async def directed_step(self, given: StepInput) -> StepOutput:
+        """A step an operator asked for with an instruction: the proposer turns it into mutations (the method's state
+        is carried over unchanged)."""
+        assert given.instruction is not None
+        max_tokens = int(self.config.get("proposer_max_tokens", 200))
+        mutations, source, reply = await directed_mutations(
+            given.proposer, given.instruction, given.tree, given.traces, max_tokens
+        )
+        return StepOutput(mutations, given.state, {"proposer_reply": reply[:600]}, source, fallback=False)
+
+    def agent_evaluator(self, gate_for: Any, release_dir: Any) -> Evaluator | None:
+        """The agent gate when the scenario's adapter has an agent Reef can run (pi), else None (the chat gate)."""
+        if agent_adapter(self.settings) is None:
+            return None
+        return AgentEvaluator(self.settings, gate_for, release_dir)
 
     def proposer(self, ctx: Any) -> Proposer:
         return open_proposer(ctx.settings, ctx.engine, ctx.scenario)

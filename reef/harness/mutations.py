@@ -3,6 +3,8 @@
 Wire form (proposals, proposer output, commit metrics):
 `{"op": "create", "node": {id, kind, config}, "after"?: id}`, `{"op": "update", "id": ..., "config": {...}}`
 (a merge into the node's config; `null` values delete keys), `{"op": "remove", "id": ...}`.
+The reference client's form is accepted too: `{"op": "create"|"update"|"remove", "id", "options"}`, where a
+create's `options` are the new node's config plus its `kind` (default `rules`) and an update's are the patch.
 """
 
 from __future__ import annotations
@@ -66,6 +68,8 @@ def parse_mutation(raw: Any, field: str) -> Mutation:
     if not isinstance(raw, dict):
         raise BadRequest("a mutation must be an object", field=field)
     op = raw.get("op")
+    if "options" in raw:
+        return _parse_reference(raw, field)
     allowed = {"create": {"op", "node", "after"}, "update": {"op", "id", "config"}, "remove": {"op", "id"}}
     if op not in allowed:
         raise BadRequest("must be create, update or remove", field=f"{field}.op")
@@ -87,6 +91,29 @@ def parse_mutation(raw: Any, field: str) -> Mutation:
     if not isinstance(config, dict) or not config:
         raise BadRequest("must be a non-empty object (merged into the node's config)", field=f"{field}.config")
     return Mutation.update(node_id, config)
+
+
+def _parse_reference(raw: dict[str, Any], field: str) -> Mutation:
+    """The reference's `{op, id, options}` as a mutation."""
+    op, node_id, options = raw.get("op"), raw.get("id"), raw.get("options")
+    if op not in ("create", "update", "remove"):
+        raise BadRequest("must be create, update or remove", field=f"{field}.op")
+    unknown = set(raw) - {"op", "id", "options"}
+    if unknown:
+        raise BadRequest(f"unknown fields {sorted(unknown)}", field=field)
+    if not isinstance(node_id, str) or not node_id:
+        raise BadRequest("must be a node id", field=f"{field}.id")
+    if not isinstance(options, dict):
+        raise BadRequest("must be an object", field=f"{field}.options")
+    if op == "remove":
+        return Mutation.remove(node_id)
+    if op == "update":
+        if not options:
+            raise BadRequest("must be a non-empty object (merged into the node's config)", field=f"{field}.options")
+        return Mutation.update(node_id, dict(options))
+    config = {key: value for key, value in options.items() if key != "kind"}
+    node = node_from_json({"id": node_id, "kind": options.get("kind", "rules"), "config": config}, f"{field}.options")
+    return Mutation.create(node)
 
 
 def apply_mutations(tree: HarnessTree, mutations: Sequence[Mutation]) -> HarnessTree:

@@ -32,14 +32,18 @@ class ProposalQueue:
     def path(self, scenario: str) -> Path:
         return self.directory / f"{validate_scenario_name(scenario, field='scenario').replace(':', '%3A')}.jsonl"
 
-    def append(self, scenario: str, mutations: list[dict[str, Any]], reason: str) -> dict[str, Any]:
+    def append(
+        self, scenario: str, mutations: list[dict[str, Any]], reason: str, session: str | None = None
+    ) -> dict[str, Any]:
         """Queue a proposal (already validated); returns it with its `proposal_id`."""
-        proposal = {
+        proposal: dict[str, Any] = {
             "proposal_id": "prop_" + uuid.uuid4().hex[:16],
             "mutations": mutations,
             "reason": reason,
             "created_at": time.time(),
         }
+        if session is not None:
+            proposal["session"] = session
         line = json.dumps(proposal, separators=(",", ":"), sort_keys=True).encode() + b"\n"
         path = self.path(scenario)
         with self._lock:

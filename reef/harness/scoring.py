@@ -10,7 +10,7 @@ import re
 from typing import Any
 
 from reef.core.scenarios import Dialect
-from reef.harness.chat import system_prompt_of
+from reef.harness.chat import chat_harness_of
 from reef.harness.traces import question_of
 from reef.harness.tree import HarnessTree
 from reef.inference.base import RequestContext
@@ -42,7 +42,8 @@ async def score_tree(
     max_parallel: int = 4,
 ) -> list[float]:
     """The tree's score on each task (greedy, chat adapter), in task order."""
-    ctx = RequestContext(scenario, system_prompt=system_prompt_of(tree))
+    chat = chat_harness_of(tree)
+    ctx = RequestContext(scenario, system_prompt=chat.system_prompt, example_turns=chat.example_turns)
     limit = asyncio.Semaphore(max_parallel)
 
     async def one(task: Task) -> float:

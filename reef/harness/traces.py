@@ -57,21 +57,31 @@ class TraceProcessor(Processor):
         self._inferences: collections.OrderedDict[str, dict[str, Any]] = collections.OrderedDict()
         self._ready: list[dict[str, Any]] = []
         self._reserved: dict[str, list[dict[str, Any]]] = {}
+        self._waiting: dict[str, list[tuple[dict[str, Any], str]]] = {}  # inference id -> (report, report id)
 
     def ingest(self, record: Record) -> None:
         payload = record.payload or {}
         if record.request_type == "inference":
             self._inferences[record.agent_record_id] = payload
+            self._inferences.move_to_end(record.agent_record_id)
             while len(self._inferences) > MAX_REMEMBERED_INFERENCES:
                 self._inferences.popitem(last=False)
+            # Reports that cited it before it was (read back and) seen: their traces are ready now.
+            for report, report_id in self._waiting.pop(record.agent_record_id, []):
+                self._ready.append(trace_of(payload, report, [record.agent_record_id, report_id]))
             return
         references = payload.get("references") or []
-        cited = [(ref, self._inferences.get(ref)) for ref in references]
-        for ref, inference in cited:
+        for ref in references:
+            inference = self._inferences.get(ref)
             if inference is not None:
                 self._ready.append(trace_of(inference, payload, [ref, record.agent_record_id]))
+            else:  # older than the window kept here (or not seen yet): the learner reads it back by id
+                self._waiting.setdefault(ref, []).append((payload, record.agent_record_id))
         if not references and payload.get("feedback") is not None:
             self._ready.append(trace_of({}, payload, [record.agent_record_id]))
+
+    def wanted(self) -> list[str]:
+        return list(self._waiting)
 
     def ready(self) -> int:
         return len(self._ready)

@@ -20,13 +20,16 @@ from reef.core.scenarios import Dialect
 class RequestContext:
     """Who a request is for: the scenario and, optionally, a pinned release or an unpublished candidate adapter.
 
-    `system_prompt` (from a harness `chat` adapter) is prepended to the conversation by the engine.
+    `system_prompt` (from a harness `chat` adapter) is prepended to the conversation by the engine, and
+    `example_turns` (its worked examples, `(question, answer)`) follow it as earlier user/assistant turns: a small
+    model imitates solved turns far better than examples described in a system prompt.
     """
 
     scenario: str
     release_id: str | None = None
     candidate_path: Path | None = None
     system_prompt: str | None = None
+    example_turns: tuple[tuple[str, str], ...] = ()
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

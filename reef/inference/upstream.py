@@ -117,12 +117,12 @@ class UpstreamEngine(Engine):
         The body is checked only when Reef rewrites it (translation, a harness system prompt): one relayed
         unchanged is the upstream's to judge, and costs no walk over its conversation.
         """
-        if ctx.system_prompt or dialect is not self._dialect:
+        if ctx.system_prompt or ctx.example_turns or dialect is not self._dialect:
             check_request(dialect, body)
         request = body
         if not body.get("model") and self._model:
             request = {**body, "model": self._model}
-        request = with_system_prompt(dialect, request, ctx.system_prompt)
+        request = with_system_prompt(dialect, request, ctx.system_prompt, ctx.example_turns)
         return request, orjson.dumps(convert_request(request, dialect, self._dialect))
 
     def _release_id(self, ctx: RequestContext) -> str | None:
@@ -199,7 +199,7 @@ class UpstreamEngine(Engine):
         if self._dialect is not Dialect.MESSAGES:
             # Only Anthropic has a counting endpoint; elsewhere estimate (about 4 bytes of JSON per token).
             check_request(Dialect.MESSAGES, body)
-            request = with_system_prompt(Dialect.MESSAGES, body, ctx.system_prompt)
+            request = with_system_prompt(Dialect.MESSAGES, body, ctx.system_prompt, ctx.example_turns)
             counted = {k: request.get(k) for k in ("system", "messages", "tools")}
             return {"input_tokens": max(1, len(orjson.dumps(counted)) // 4)}
         _, payload = self._prepare(Dialect.MESSAGES, body, ctx)

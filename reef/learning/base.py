@@ -164,6 +164,8 @@ class Recipe(abc.ABC):
     surface: ClassVar[Surface]
     # Whether a requested step with an instruction (POST /reef/train text) can run on no ready units.
     takes_instructions: ClassVar[bool] = False
+    # The selection policy of a step that carries an instruction (None: the scenario's own policy).
+    instruction_policy: ClassVar[str | None] = None
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings

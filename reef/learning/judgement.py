@@ -92,6 +92,10 @@ async def judge(
     else:
         outcome = "lost" if selector.lost(candidate_scores, current_scores) else "tie"
     metrics = {**candidate_metrics, **paired_summary(candidate_scores, current_scores)}
+    details = getattr(evaluator, "details", None)
+    evaluation = details(scenario) if callable(details) else None
+    if evaluation:  # e.g. the agent gate's episodes: agent, exit status, duration, trajectory pointer
+        metrics["evaluation"] = evaluation
     return Judgement(list(candidate_scores), list(current_scores), outcome, reason, metrics)
 
 

@@ -34,7 +34,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from reef.core.errors import Conflict
+from reef.core.errors import BadRequest, Conflict
 from reef.core.records import Record
 from reef.core.releases import Commit, Release, Verdict
 from reef.core.settings import Settings
@@ -42,7 +42,7 @@ from reef.inference.base import Engine
 from reef.learning.base import Batch, Evaluator, Processor, Recipe, Selector
 from reef.learning.control import TrainingControl
 from reef.learning.evaluation.scores import paired_summary
-from reef.learning.evaluation.selectors import Always
+from reef.learning.evaluation.selectors import Always, load_selector
 from reef.learning.evaluation.tasks import GateTasks
 from reef.learning.gate import GateSources, ScenarioGate
 from reef.learning.growth import GrowContext, grow
@@ -191,6 +191,12 @@ class Learner:
             async with self._step_lock:
                 await self._pull()
                 assert self._processor is not None
+                if self._processor.ready() == 0 and self.recipe.takes_instructions and not text:
+                    raise BadRequest(
+                        f"scenario {self.scenario!r} has no ready units: a step of recipe {self.recipe.name} "
+                        "needs an instruction to work from",
+                        field="text",
+                    )
                 if self._processor.ready() == 0 and not (text and self.recipe.takes_instructions):
                     raise Conflict(
                         f"nothing to train on: scenario {self.scenario!r} has no ready units "
@@ -391,12 +397,19 @@ class Learner:
                 judgement = Judgement([], [], "accepted", "no gate tasks; policy always accepts", metrics)
             else:
                 judgement = await judge(
-                    self.evaluator, self.selector, self.scenario, candidate.path, candidate.metrics, head
+                    self.evaluator, self._selector_for(batch), self.scenario, candidate.path, candidate.metrics, head
                 )
             evaluated.set(outcome=judgement.outcome, tasks=len(judgement.candidate_scores))
         await self._check_leading(step)
         with tracing.span("reef.learner.publish", outcome=judgement.outcome):
             return await self._settlement.settle(step, batch, candidate, parents, judgement)
+
+    def _selector_for(self, batch: Batch) -> Selector:
+        """The recipe's `instruction_policy` for a step that carries an operator's instruction, else the scenario's."""
+        policy = self.recipe.instruction_policy
+        if batch.instruction and policy is not None:
+            return load_selector(policy, self.settings)
+        return self.selector
 
     async def _consume(self, batch: Batch, step: int) -> None:
         assert self._processor is not None

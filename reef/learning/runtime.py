@@ -37,13 +37,17 @@ log = logging.getLogger(__name__)
 _MAX_PINNED_CONTEXTS = 4096
 
 
-def harness_system_prompt(release_dir: Path) -> str | None:
-    """The system prompt a harness release gives a plain chat agent (None if `reef.harness.chat` is absent)."""
+HarnessPrompt = tuple[str | None, tuple[tuple[str, str], ...]]  # (system prompt, example turns)
+
+
+def harness_system_prompt(release_dir: Path) -> HarnessPrompt:
+    """What a harness release gives a plain chat agent: its system prompt and its worked examples as turns."""
     try:
-        from reef.harness.chat import system_prompt_for
+        from reef.harness.chat import chat_harness_for
     except ImportError:
-        return None
-    return system_prompt_for(release_dir)
+        return None, ()
+    chat = chat_harness_for(release_dir)
+    return chat.system_prompt, chat.example_turns
 
 
 class Runtime:
@@ -83,14 +87,17 @@ class Runtime:
             context_for=self.context_for,
             gate_for=self.gate_tasks,
             harness_prompt=harness_system_prompt,
+            release_dir=self._release_dir,
         )
+        # An agent whose gate runs it reads the tree from its own files: Reef prepends no harness prompt then.
+        self._prepends_prompt = not getattr(self.evaluator, "runs_agent", False)
         self.selector = selector or default_selector(recipe, settings)
         self._backend_factory = backend_factory or default_backend_factory(settings)
         self._known: set[str] = set()
         self._learners: dict[str, Learner] = {}
         self._creation_locks: dict[str, asyncio.Lock] = {}
         self._commit_locks: dict[str, asyncio.Lock] = {}
-        self._prompts: dict[str, str | None] = {}  # scenario -> harness system prompt of the serving release
+        self._prompts: dict[str, HarnessPrompt] = {}  # scenario -> the serving release's chat harness
         self._pinned: dict[tuple[str, str], RequestContext] = {}
         self._started = False
         # Among replicas sharing the stores: one learner per scenario by election, serving releases kept current.
@@ -285,7 +292,8 @@ class Runtime:
     def context_for(self, scenario: str, release_id: str | None) -> RequestContext:
         """The request context: the serving release, or a pinned one (NotFound if it is not the scenario's)."""
         if release_id is None or release_id == self.engine.active_release_id(scenario):
-            return RequestContext(scenario, release_id, system_prompt=self._prompts.get(scenario))
+            prompt, turns = self._prompts.get(scenario, (None, ()))
+            return RequestContext(scenario, release_id, system_prompt=prompt, example_turns=turns)
         key = (scenario, release_id)
         ctx = self._pinned.get(key)
         if ctx is None:
@@ -299,10 +307,17 @@ class Runtime:
         release = self.release_store.get(scenario, release_id)  # raises NotFound
         path = self.release_store.materialize(release)
         if self.recipe.surface == "harness":
-            return RequestContext(scenario, release_id, system_prompt=harness_system_prompt(path))
+            prompt, turns = harness_system_prompt(path) if self._prepends_prompt else (None, ())
+            return RequestContext(scenario, release_id, system_prompt=prompt, example_turns=turns)
         # A release that is not the one loaded for the scenario is served like a candidate: from its files.
         candidate = path if self.recipe.surface == "weights" else None
         return RequestContext(scenario, release_id, candidate_path=candidate)
+
+    def _release_dir(self, scenario: str, release_id: str | None) -> Path | None:
+        """The content directory of a release of `scenario` (None for no release)."""
+        if release_id is None:
+            return None
+        return self.release_store.materialize(self.release_store.get(scenario, release_id))
 
     def validate_report(self, scenario: str, report: dict[str, Any]) -> None:
         """Check a report against the recipe's schema; raises BadRequest naming the field."""
@@ -328,7 +343,7 @@ class Runtime:
 
     async def _activate(self, scenario: str, release: Release) -> None:
         path = await asyncio.to_thread(self.release_store.materialize, release)
-        if self.recipe.surface == "harness":
+        if self.recipe.surface == "harness" and self._prepends_prompt:
             self._prompts[scenario] = await asyncio.to_thread(harness_system_prompt, path)
         await self.engine.activate(scenario, release, path)
 

@@ -86,7 +86,8 @@ class Settlement:
         parents: StepParents,
         judgement: Judgement,
     ) -> Commit:
-        review = self.review
+        # A candidate that adds code or commands to an agent's harness waits for a person, whatever the mode.
+        review = self.review or bool(judgement.metrics.get("needs_review"))
         head = parents.head
         async with self.commit_lock:
             release = await asyncio.to_thread(

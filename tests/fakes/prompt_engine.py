@@ -1,5 +1,6 @@
 """A fake `Engine` whose "model" reads its system prompt: it answers a question correctly only when the
-harness prompt holds a worked example `Q: <question>\nA: <answer>` for it (as memory items do), so a harness
+harness prompt holds a worked example `Q: <question>\nA: <answer>` for it, or the request context carries it as an
+example turn (as the chat adapter serves memory items), so a harness
 method's candidate really scores better when its tree carries the right examples.
 
 Requests whose system message starts with one of `proposer_markers` are proposer calls: they get
@@ -39,7 +40,7 @@ class PromptEngine(DictEngine):
             self.proposer_calls.append(messages)
             text = self.proposer_reply
         else:
-            examples = dict(_EXAMPLE.findall(system))
+            examples = {**dict(_EXAMPLE.findall(system)), **dict(ctx.example_turns)}
             text = examples.get(prompt, self.base_answers.get(prompt, self.fallback))
         answer = {
             "id": "chatcmpl-fake",

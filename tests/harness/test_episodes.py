@@ -89,12 +89,14 @@ async def test_parallel_episodes_are_bounded_and_each_gets_its_own_root(fake_pi,
     assert len(cwds) == 3 and all(r.exit_code == 0 for r in results)
 
 
-async def test_a_chat_episode_is_one_request_with_the_tree_as_system_prompt():
+async def test_a_chat_episode_is_one_request_with_the_tree_as_system_prompt_and_its_examples_as_turns():
     engine = PromptEngine()
-    tree = HarnessTree.of([Node("m", "memory", {"text": "Q: what is 2 + 2?\nA: 4"})])
+    rules = Node("r", "rules", {"text": "Be brief."})
+    tree = HarnessTree.of([rules, Node("m", "memory", {"text": "Q: what is 2 + 2?\nA: 4"})])
     result = await chat_episode(engine, tree, "what is 2 + 2?", BINDING)
     assert result.answer == "4"
-    assert "Q: what is 2 + 2?" in engine.calls[0][1].system_prompt
+    ctx = engine.calls[0][1]
+    assert ctx.system_prompt == "Be brief." and ctx.example_turns == (("what is 2 + 2?", "4"),)
 
 
 @pytest.mark.model

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 
-from reef.harness.chat import system_prompt_of
+from reef.harness.chat import chat_harness_of
 from reef.harness.method import fallback_mutations
 from reef.harness.proposals import ProposalQueue
 from reef.harness.tree import HarnessTree, Node, load_tree
@@ -41,7 +41,7 @@ async def test_evolve_falls_back_to_failing_examples_when_the_proposer_rambles(s
     tree = load_tree(path)
     assert metrics["source"] == "fallback"
     assert len(tree.of_kind("memory")) == 4
-    assert "Q: what is 1 + 1?\nA: 2" in system_prompt_of(tree)
+    assert ("what is 1 + 1?", "2") in chat_harness_of(tree).example_turns
 
 
 async def test_a_proposer_that_leaks_a_key_is_refused_and_the_step_still_yields_a_candidate(settings, engine, make_ctx):

@@ -13,7 +13,7 @@ import orjson
 import pytest
 
 from reef.harness.catalog import adapter_names, load_adapter, parse_adapter
-from reef.harness.chat import system_prompt_for, system_prompt_of
+from reef.harness.chat import chat_harness_for, system_prompt_for, system_prompt_of
 from reef.harness.render import render, write_tree
 from reef.harness.tree import HarnessTree
 from tests.harness.sample_tree import MARKER, sample_tree
@@ -61,5 +61,6 @@ def test_the_chat_system_prompt_comes_from_a_release_directory(tmp_path):
     write_tree(sample_tree(), tmp_path)
     prompt = system_prompt_for(tmp_path)
     assert prompt == system_prompt_of(sample_tree())
-    assert MARKER in prompt and "Q: what is 2 + 2?\nA: 4" in prompt
+    assert MARKER in prompt and "Q: what is 2 + 2?" not in prompt  # a worked example is a turn, not prompt text
+    assert chat_harness_for(tmp_path).example_turns == (("what is 2 + 2?", "4"),)
     assert "export default" not in prompt  # extensions are code for other agents, not prompt text

@@ -64,7 +64,7 @@ async def test_a_new_scenario_serves_the_seed_tree_rendered_per_adapter(client):
     stored = await client.get("/reef/harness", headers=HEADERS)
     assert stored.status_code == 200
     assert stored.headers["x-reef-release-id"] == stored.json()["release_id"]
-    assert "harness.json" in stored.json()["files"]
+    assert list(stored.json()["files"]) == ["system_prompt.md"] and stored.json()["tree"]["nodes"]
     pi = (await client.get("/reef/harness", params={"adapter": "pi"}, headers=HEADERS)).json()
     assert list(pi["files"]) == ["AGENTS.md"] and "only the answer" in pi["files"]["AGENTS.md"]
     assert pi["requires"]["binary"] == "pi"
@@ -86,7 +86,8 @@ async def test_an_evolution_step_publishes_a_better_tree_and_the_chain_reads_old
     chain = (await client.get("/reef/harness/releases", headers=HEADERS)).json()["releases"]
     assert [r["operation"] for r in chain] == ["creation", "training"]
     assert chain[1]["parent_release_id"] == chain[0]["release_id"]
-    assert (await client.get("/reef/harness/versions", headers=HEADERS)).json()["releases"] == chain
+    versions = (await client.get("/reef/harness/versions", headers=HEADERS)).json()["versions"]
+    assert [v["release_id"] for v in versions] == [r["release_id"] for r in chain]
     # The serving path now carries the evolved prompt: the fake model answers from its examples.
     answered = await ask(client, "what is 1 + 1?")
     assert answered.json()["choices"][0]["message"]["content"] == "2"

@@ -82,9 +82,7 @@ def main() -> None:
 
     releases = http.get("/reef/harness/releases").json()["releases"]
     trees = {
-        r["release_id"]: json.loads(
-            http.get("/reef/harness", params={"release_id": r["release_id"]}).json()["files"]["harness.json"]
-        )
+        r["release_id"]: http.get("/reef/harness", params={"release_id": r["release_id"]}).json()["tree"]
         for r in releases
     }
     all_commits = http.get(f"/reef/scenarios/{args.scenario}/commits").json()["commits"]

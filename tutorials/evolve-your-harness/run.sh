@@ -1,16 +1,18 @@
 #!/bin/sh
 # The smallest full harness-evolution loop: serve SmolLM2 with Reef, send tasks, report scores, wait for an
 # evolved release, pull the tree, and write work/replay.html. Usage: ./run.sh [recipe]  (default: evolve)
+# ADAPTER=pi ./run.sh: the scenario's adapter is pi, so the gate runs pi episodes (candidate vs serving tree).
 set -eu
 cd "$(dirname "$0")"
 RECIPE="${1:-evolve}"
+ADAPTER="${ADAPTER:-chat}"
 PORT="${REEF_PORT:-8930}"
 URL="http://127.0.0.1:$PORT"
 SCENARIO="${REEF_SCENARIO:-tutorial-$RECIPE}"
 PYTHON="${PYTHON:-python}"
 mkdir -p work
 "$PYTHON" -m reef.cli.main serve -c configs/serve.yaml --reef.port "$PORT" --storage.dir work/state \
-  --learning.recipe "$RECIPE" > "work/serve-$RECIPE.log" 2>&1 &
+  --learning.recipe "$RECIPE" --harness.default-adapter "$ADAPTER" > "work/serve-$RECIPE.log" 2>&1 &
 SERVER=$!
 trap 'kill "$SERVER" 2>/dev/null || true' EXIT INT TERM
 printf 'waiting for Reef on %s ' "$URL"

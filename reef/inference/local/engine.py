@@ -99,7 +99,11 @@ class LocalEngine(Engine):
 
     async def count_tokens(self, body: dict[str, Any], ctx: RequestContext) -> dict[str, Any]:
         chat = to_chat(Dialect.MESSAGES, body)
-        return {"input_tokens": len(prompt_ids_of(self.setup.tokenizer, chat, ctx.system_prompt))}
+        return {
+            "input_tokens": len(
+                prompt_ids_of(self.setup.tokenizer, chat, ctx.system_prompt, example_turns=ctx.example_turns)
+            )
+        }
 
     async def score(self, prompt_ids: list[int], completion_ids: list[int], ctx: RequestContext) -> list[float]:
         setup, adapters = self.setup, self._adapters

@@ -6,6 +6,7 @@ or the adapter learns a prompt format it never sees at serving time.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from reef.core.errors import BadRequest
@@ -68,8 +69,14 @@ def _template_messages(messages: list[dict[str, Any]], native_tool_calls: bool) 
     return rendered
 
 
-def chat_messages(body: dict[str, Any], system_prompt: str | None, field: str = "messages") -> list[dict[str, Any]]:
-    """The request's messages with `system_prompt` (from a harness) merged into, or placed before, the first one.
+def chat_messages(
+    body: dict[str, Any],
+    system_prompt: str | None,
+    field: str = "messages",
+    example_turns: Sequence[tuple[str, str]] = (),
+) -> list[dict[str, Any]]:
+    """The request's messages with `system_prompt` (from a harness) merged into, or placed before, the first one,
+    and `example_turns` as earlier user/assistant turns after the leading system message.
 
     `field` is where the client's conversation was (a translated request's may come out empty: a BadRequest).
     """
@@ -88,4 +95,11 @@ def chat_messages(body: dict[str, Any], system_prompt: str | None, field: str = 
             messages[0]["content"] = f"{system_prompt}\n\n{existing}" if existing else system_prompt
         else:
             messages.insert(0, {"role": "system", "content": system_prompt})
+    if example_turns:
+        at = 1 if messages[0]["role"] == "system" else 0
+        messages[at:at] = [
+            {"role": role, "content": text}
+            for question, answer in example_turns
+            for role, text in (("user", question), ("assistant", answer))
+        ]
     return messages

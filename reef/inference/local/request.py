@@ -63,7 +63,9 @@ class Submitted:
 def submit(setup: RequestSetup, dialect: Dialect, body: dict[str, Any], ctx: RequestContext) -> Submitted:
     """Validate `body`, render its prompt, bind it to a release and queue it; raises BadRequest / Unavailable."""
     chat = to_chat(dialect, body)
-    prompt_ids = prompt_ids_of(setup.tokenizer, chat, ctx.system_prompt, _CONVERSATION_FIELD[dialect])
+    prompt_ids = prompt_ids_of(
+        setup.tokenizer, chat, ctx.system_prompt, _CONVERSATION_FIELD[dialect], ctx.example_turns
+    )
     params = sampling_params(chat, setup.default_max_new_tokens)
     room = setup.max_positions - len(prompt_ids)
     if room < 1:
@@ -101,10 +103,14 @@ def to_chat(dialect: Dialect, body: dict[str, Any]) -> dict[str, Any]:
 
 
 def prompt_ids_of(
-    tokenizer: Any, chat: dict[str, Any], system_prompt: str | None, field: str = "messages"
+    tokenizer: Any,
+    chat: dict[str, Any],
+    system_prompt: str | None,
+    field: str = "messages",
+    example_turns: tuple[tuple[str, str], ...] = (),
 ) -> list[int]:
     """The prompt's token ids; a conversation the template cannot render is a BadRequest naming `field`."""
-    messages = chat_messages(chat, system_prompt, field)
+    messages = chat_messages(chat, system_prompt, field, example_turns)
     return render_prompt_ids(tokenizer, messages, chat.get("tools") or None, field=field)
 
 

@@ -37,6 +37,8 @@ def check(task: Task, text: str) -> float:
         return _numeric(text, task)
     if task.checker == "f1":
         return word_f1(text, str(task.answer))
+    if task.checker == "none":  # scored by its `check` alone, which only an agent episode runs
+        raise ValueError(f"task {task.task_id} is an agent task (scored by its check): the gate must run the agent")
     return _score(custom_checker(task.checker)(text, task))
 
 

@@ -21,12 +21,20 @@ def default_evaluator(
     *,
     context_for: Callable[..., Any],
     gate_for: Callable[..., Any],
-    harness_prompt: Callable[[Path], str | None],
+    harness_prompt: Callable[[Path], tuple[str | None, tuple[tuple[str, str], ...]]],
+    release_dir: Callable[[str, str | None], Path | None] | None = None,
 ) -> Evaluator:
-    """The recipe's `evaluator(engine)` if it has one, else paired tasks (a harness candidate through its prompt)."""
+    """The recipe's `evaluator(engine)` if it has one, else its `agent_evaluator(gate_for, release_dir)` (a harness
+    whose adapter's agent the gate runs) if that gives one, else paired tasks (a harness candidate through its
+    prompt)."""
     make = getattr(recipe, "evaluator", None)
     if callable(make):
         return make(engine)
+    agent = getattr(recipe, "agent_evaluator", None)
+    if callable(agent) and release_dir is not None:
+        evaluator = agent(gate_for, release_dir)
+        if evaluator is not None:
+            return evaluator
     return TaskEvaluator(
         engine,
         settings,

@@ -24,7 +24,7 @@ from reef.learning.evaluation.tasks import GateTasks, Task, load_tasks
 log = logging.getLogger(__name__)
 
 ContextFor = Callable[[str, str | None], RequestContext]
-CandidatePrompt = Callable[[Path], str | None]
+CandidatePrompt = Callable[[Path], tuple[str | None, tuple[tuple[str, str], ...]]]  # (system prompt, example turns)
 GateFor = Callable[[str], GateTasks]
 
 
@@ -46,7 +46,7 @@ class TaskEvaluator(Evaluator):
         self.engine = engine
         self.settings = settings
         self._context_for = context_for or (lambda scenario, release_id: RequestContext(scenario, release_id))
-        self._candidate_prompt = candidate_prompt or (lambda path: None)
+        self._candidate_prompt = candidate_prompt or (lambda path: (None, ()))
         self._max_parallel_tasks = max_parallel_tasks
         self._gate_for = gate_for or (
             lambda scenario: GateTasks("file", load_tasks(settings.evaluation.tasks, scenario))
@@ -61,11 +61,17 @@ class TaskEvaluator(Evaluator):
     ) -> tuple[list[float], list[float]]:
         gate = self._gate_for(scenario)
         current_ctx = self._context_for(scenario, current_release_id)
+        prompt, turns = (
+            self._candidate_prompt(candidate_path)
+            if candidate_path
+            else (current_ctx.system_prompt, current_ctx.example_turns)
+        )
         candidate_ctx = RequestContext(
             scenario,
             release_id=current_release_id,
             candidate_path=candidate_path,
-            system_prompt=self._candidate_prompt(candidate_path) if candidate_path else current_ctx.system_prompt,
+            system_prompt=prompt,
+            example_turns=turns,
         )
         limit = asyncio.Semaphore(self._max_parallel_tasks)
 

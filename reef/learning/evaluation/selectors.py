@@ -1,7 +1,8 @@
 """Selection policies: does a candidate replace the serving release, given paired per-task scores?
 
-`score_comparison` (wins − losses > margin), `mean` (mean improves by more than margin), `always`,
-or a dotted `package.module:Class` implementing `Selector`.
+`score_comparison` (wins − losses > margin), `mean` (mean improves by more than margin), `always`, `floor`
+(publish unless the candidate's mean is below `evaluation.floor_score`: user-directed harness steps), or a
+dotted `package.module:Class` implementing `Selector`.
 """
 
 from __future__ import annotations
@@ -63,7 +64,27 @@ class Always(Selector):
         return True, "policy always accepts"
 
 
-BUILTIN_POLICIES = {"score_comparison": ScoreComparison, "mean": MeanImprovement, "always": Always}
+class Floor(Selector):
+    """Accept unless the candidate's mean score is below `floor_score` (an operator asked for this change; the gate
+    only guards against one that breaks the scenario)."""
+
+    def __init__(self, floor_score: float = 0.0) -> None:
+        self.floor_score = floor_score
+
+    def accept(self, candidate: Sequence[float], current: Sequence[float]) -> tuple[bool, str]:
+        _check_paired(candidate, current)
+        if not candidate:
+            return False, "no scores to compare"
+        mean = sum(candidate) / len(candidate)
+        accepted = mean >= self.floor_score
+        relation = ">=" if accepted else "<"
+        return accepted, f"mean {mean:.4f} {relation} floor_score {self.floor_score:g}"
+
+    def lost(self, candidate: Sequence[float], current: Sequence[float]) -> bool:
+        return True  # a directed candidate below the floor is dropped, never kept as a lineage tip
+
+
+BUILTIN_POLICIES = {"score_comparison": ScoreComparison, "mean": MeanImprovement, "always": Always, "floor": Floor}
 
 
 def load_selector(policy: str, settings: Settings) -> Selector:
@@ -71,6 +92,8 @@ def load_selector(policy: str, settings: Settings) -> Selector:
     margin = settings.evaluation.margin
     if policy == "always":
         return Always()
+    if policy == "floor":
+        return Floor(settings.evaluation.floor_score)
     if policy in BUILTIN_POLICIES:
         return BUILTIN_POLICIES[policy](margin)
     module_name, separator, attribute = policy.partition(":")

@@ -3,6 +3,8 @@
 A row: `{"prompt": str}` or `{"messages": [...]}`, a `checker` (`exact` | `contains` | `regex` | `numeric` |
 `f1` | `package.module:function`), what the checker compares against (`answer`, or `pattern` for `regex`), and
 optionally `id` and `max_tokens` (the answer's budget; default `evaluation.max_new_tokens`).
+An agent task (the gate of an agent adapter, e.g. pi, runs the agent on it) may add a `workspace` and a `check`
+(see `agent_tasks`); with a check and no `checker`, the check alone scores it (checker `none`).
 An optional `scenario` restricts a row to one scenario; `settings.evaluation.tasks` may also be a directory
 holding `<scenario>.jsonl`.
 """
@@ -18,9 +20,10 @@ from typing import Any
 import orjson
 
 from reef.core.errors import BadRequest
+from reef.learning.evaluation.agent_tasks import AgentCheck, Workspace, parse_check, parse_workspace
 from reef.learning.evaluation.ranking import RankedRollout
 
-_BUILTIN_CHECKERS = frozenset({"exact", "contains", "regex", "numeric", "f1"})
+_BUILTIN_CHECKERS = frozenset({"exact", "contains", "regex", "numeric", "f1", "none"})
 MAX_TASK_TOKENS = 4096
 
 
@@ -34,6 +37,8 @@ class Task:
     answer: Any = None
     pattern: str | None = None
     extra: dict[str, Any] = dataclasses.field(default_factory=dict)
+    workspace: Workspace | None = None
+    check: AgentCheck | None = None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -69,11 +74,15 @@ def parse_task(row: dict[str, Any], task_id: str) -> Task:
         messages = [{"role": "user", "content": row["prompt"]}]
     else:
         raise BadRequest("a task needs `prompt` (string) or `messages`", field=f"{task_id}.prompt")
-    checker = row.get("checker", "exact")
+    agent_check = parse_check(row["check"], f"{task_id}.check") if "check" in row else None
+    workspace = parse_workspace(row["workspace"], f"{task_id}.workspace") if "workspace" in row else None
+    checker = row.get("checker", "none" if agent_check is not None else "exact")
     if not isinstance(checker, str) or (checker not in _BUILTIN_CHECKERS and ":" not in checker):
         raise BadRequest(
             "must be exact, contains, regex, numeric, f1 or package.module:function", field=f"{task_id}.checker"
         )
+    if checker == "none" and agent_check is None:
+        raise BadRequest("checker none needs a `check` (an agent task)", field=f"{task_id}.checker")
     if checker == "regex" and not isinstance(row.get("pattern", row.get("answer")), str):
         raise BadRequest("a regex task needs `pattern`", field=f"{task_id}.pattern")
     if checker in ("exact", "contains", "numeric", "f1") and row.get("answer") is None:
@@ -95,7 +104,7 @@ def parse_task(row: dict[str, Any], task_id: str) -> Task:
         raise BadRequest(f"must be an integer in 1..{MAX_TASK_TOKENS}", field=f"{task_id}.max_tokens")
     if "id" in row and (not isinstance(row["id"], str | int) or isinstance(row["id"], bool) or row["id"] == ""):
         raise BadRequest("must be a non-empty string", field=f"{task_id}.id")
-    known = {"prompt", "messages", "checker", "answer", "pattern", "scenario", "id"}
+    known = {"prompt", "messages", "checker", "answer", "pattern", "scenario", "id", "workspace", "check"}
     return Task(
         task_id=str(row.get("id", task_id)),
         messages=messages,
@@ -103,6 +112,8 @@ def parse_task(row: dict[str, Any], task_id: str) -> Task:
         answer=row.get("answer"),
         pattern=row.get("pattern"),
         extra={k: v for k, v in row.items() if k not in known},
+        workspace=workspace,
+        check=agent_check,
     )
 
 

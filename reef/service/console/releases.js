@@ -8,7 +8,7 @@ import { fields, h, shortId, when } from "./dom.js";
 const QUIET_METRICS = ["consumed_record_ids", "proposer_reply", "proposer_replies"];
 
 function harnessFiles(scenario, releaseId) {
-  return api("/reef/harness", { scenario, params: { release_id: releaseId } }).then((view) => view.files || {});
+  return api("/reef/harness", { scenario, params: { release_id: releaseId } }).then((view) => view.stored_files || view.files || {});
 }
 
 function renderDiff(files) {

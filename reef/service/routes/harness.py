@@ -8,7 +8,7 @@ from typing import Any
 from fastapi import APIRouter, Query, Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 
-from reef.core.errors import NotFound
+from reef.core.errors import BadRequest, NotFound
 from reef.core.releases import Release
 from reef.harness.catalog import adapter_names, load_adapter
 from reef.harness.install import install_script
@@ -38,26 +38,40 @@ async def _release(request: Request, scenario: str, release_id: str | None) -> R
 
 @router.get("/reef/harness", summary="The serving (or a given) release's harness files")
 async def get_harness(
-    request: Request, release_id: str | None = Query(None), adapter: str | None = Query(None)
+    request: Request,
+    release_id: str | None = Query(None),
+    version: str | None = Query(None, description="the reference client's name for release_id"),
+    adapter: str | None = Query(None, description="default: harness.default_adapter"),
 ) -> Response:
     scenario = scenario_of(request)
-    if adapter:
-        load_adapter(adapter)
-    release = await _release(request, scenario, release_id)
+    if release_id and version and release_id != version:
+        raise BadRequest("give release_id or version, not two different ones", field="version")
+    adapter = adapter or request.app.state.settings.harness.default_adapter
+    load_adapter(adapter)
+    release = await _release(request, scenario, release_id or version)
     directory = await asyncio.to_thread(request.app.state.runtime.release_store.materialize, release)
     view = await asyncio.to_thread(harness_view, release, directory, adapter)
     return JSONResponse(view, headers={"x-reef-release-id": release.release_id})
 
 
 @router.get("/reef/harness/releases", summary="The scenario's harness releases, oldest first")
-@router.get("/reef/harness/versions", include_in_schema=False)
 async def list_releases(request: Request) -> dict[str, Any]:
     scenario = scenario_of(request)
+    return {"scenario": scenario, "releases": await _oldest_first(request, scenario)}
+
+
+@router.get("/reef/harness/versions", summary="The same rows as `versions` (the reference client reads this)")
+async def list_versions(request: Request) -> dict[str, Any]:
+    scenario = scenario_of(request)
+    return {"scenario": scenario, "versions": await _oldest_first(request, scenario)}
+
+
+async def _oldest_first(request: Request, scenario: str) -> list[dict[str, Any]]:
     runtime = request.app.state.runtime
     if not runtime.known_scenario(scenario):
         raise NotFound(f"unknown scenario {scenario!r}")
     releases = await asyncio.to_thread(runtime.releases, scenario)
-    return {"scenario": scenario, "releases": list(reversed(releases))}
+    return [{**row, "artifact_version": row["release_id"]} for row in reversed(releases)]
 
 
 @router.get("/reef/harness/adapters", summary="The adapters a harness renders for")
@@ -94,11 +108,19 @@ async def propose(request: Request) -> Response:
         if not request.app.state.settings.reef.implicit_scenarios:
             raise NotFound(f"unknown scenario {scenario!r} (implicit creation is off; POST /reef/scenarios first)")
         await runtime.ensure_scenario(scenario)
-    head = await asyncio.to_thread(runtime.release_store.head, scenario)
-    directory = await asyncio.to_thread(runtime.release_store.materialize, head) if head is not None else None
+    against = body.get("release_id")
+    if against is not None and not isinstance(against, str):
+        raise BadRequest("must be a release id", field="release_id")
+    store = runtime.release_store
+    head = (
+        await asyncio.to_thread(store.get, scenario, against)
+        if against
+        else await asyncio.to_thread(store.head, scenario)
+    )
+    directory = await asyncio.to_thread(store.materialize, head) if head is not None else None
     mutations, reason = await asyncio.to_thread(check_proposal, body, directory)
     queue = ProposalQueue.for_settings(request.app.state.settings)
-    proposal = await asyncio.to_thread(queue.append, scenario, mutations, reason)
+    proposal = await asyncio.to_thread(queue.append, scenario, mutations, reason, body.get("session"))
     runtime.notify(scenario)
     content = {"proposal_id": proposal["proposal_id"], "scenario": scenario, "queued": True}
     return JSONResponse(content, status_code=202)

@@ -1,0 +1,190 @@
+"""The gate of an agent adapter: paired evaluation by running the agent itself (pi) on the gate's tasks.
+
+For each task the agent runs twice in sandboxed episodes, once with the candidate tree and once with the serving
+tree, side by side (interleaved), against this Reef with the same model and sampling. A task's score is its check
+(run in the episode root after the agent) and/or its answer checker on the agent's final answer (both must pass
+when both are given). An episode that times out or whose agent fails is an **error**, not a 0: its pair is
+dropped; when more than `harness.max_error_fraction` of the pairs are dropped, the evaluation fails closed.
+
+Each episode's agent, exit status, duration, check and a pointer to its trajectory (a JSON file under
+`<storage.dir>/episodes/<scenario>/`) go to the step's commit as `evaluation.episodes`. The episodes' model
+requests go through this Reef's own `/v1` (tagged `x-reef-tag-reef-episode`); for an agent adapter Reef
+prepends no harness prompt, so what the agent sees is exactly the tree it was given.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from reef.core.errors import BadRequest
+from reef.core.settings import Settings
+from reef.harness.episodes import EpisodeResult, ModelBinding, PiEpisodes
+from reef.harness.tree import HarnessTree, load_tree
+from reef.learning.base import Evaluator
+from reef.learning.evaluation import Task, check
+from reef.learning.evaluation.tasks import GateTasks
+
+log = logging.getLogger(__name__)
+
+GateFor = Callable[[str], GateTasks]
+ReleaseDir = Callable[[str, str | None], Path | None]
+AGENT_EPISODES = {"pi": PiEpisodes}  # adapters whose agent the gate can run
+
+
+class EpisodeErrors(RuntimeError):
+    """Too many episodes ended in errors for the gate to judge: it fails closed."""
+
+
+def agent_adapter(settings: Settings) -> str | None:
+    """The scenario adapter whose agent the gate runs (`harness.default_adapter`), or None for system-prompt
+    evaluation (`chat`, `harness.gate: chat`, or an adapter whose agent Reef cannot run yet)."""
+    adapter = settings.harness.default_adapter
+    if settings.harness.gate == "chat" or adapter not in AGENT_EPISODES:
+        return None
+    if not PiEpisodes.available():
+        raise BadRequest(
+            f"the gate of adapter {adapter!r} runs its agent, but `{adapter}` is not on PATH; install it or set "
+            "harness.gate to chat",
+            field="harness.default_adapter",
+        )
+    return adapter
+
+
+def binding_for(settings: Settings, scenario: str) -> ModelBinding:
+    """This Reef as the episodes' model endpoint (its own address, first token, served model)."""
+    host = settings.reef.host if settings.reef.host not in ("0.0.0.0", "::", "") else "127.0.0.1"
+    tokens = settings.reef.all_tokens()
+    model = settings.inference.served_model_name or settings.inference.upstream_model or "reef"
+    return ModelBinding(
+        f"http://{host}:{settings.reef.port}",
+        scenario,
+        model,
+        api_key=tokens[0] if tokens else "reef",
+        max_tokens=settings.harness.episode_max_tokens or settings.evaluation.max_new_tokens,
+    )
+
+
+class AgentEvaluator(Evaluator):
+    """Paired scores from agent episodes (candidate tree vs serving tree) on the scenario's gate tasks."""
+
+    uses_gate_tasks = True
+    runs_agent = True
+
+    def __init__(
+        self,
+        settings: Settings,
+        gate_for: GateFor,
+        release_dir: ReleaseDir,
+        episodes: PiEpisodes | None = None,
+        binding_for_scenario: Callable[[str], ModelBinding] | None = None,
+    ) -> None:
+        self.settings = settings
+        self._gate_for = gate_for
+        self._release_dir = release_dir
+        self.episodes = episodes or PiEpisodes.from_settings(settings)
+        self._binding_for = binding_for_scenario or (lambda scenario: binding_for(settings, scenario))
+        self._details: dict[str, dict[str, Any]] = {}
+
+    def details(self, scenario: str) -> dict[str, Any] | None:
+        """The last evaluation of `scenario`: every episode and the dropped pairs (for the step's commit)."""
+        return self._details.pop(scenario, None)
+
+    async def paired_scores(
+        self, scenario: str, candidate_path: Path | None, current_release_id: str | None
+    ) -> tuple[list[float], list[float]]:
+        tasks = self._gate_for(scenario).tasks
+        current_dir = await asyncio.to_thread(self._release_dir, scenario, current_release_id)
+        current = load_tree(current_dir) if current_dir is not None else HarnessTree()
+        candidate = load_tree(candidate_path) if candidate_path is not None else current
+        evaluation_id = uuid.uuid4().hex[:12]
+
+        async def pair(task: Task) -> tuple[EpisodeResult, EpisodeResult]:
+            candidate_run, current_run = await asyncio.gather(
+                self._episode(scenario, evaluation_id, "candidate", candidate, task),
+                self._episode(scenario, evaluation_id, "current", current, task),
+            )
+            return candidate_run, current_run
+
+        runs = await asyncio.gather(*(pair(task) for task in tasks))
+        candidate_scores: list[float] = []
+        current_scores: list[float] = []
+        episodes: list[dict[str, Any]] = []
+        dropped: list[str] = []
+        for task, (candidate_run, current_run) in zip(tasks, runs, strict=True):
+            scores = []
+            for side, run in (("candidate", candidate_run), ("current", current_run)):
+                score = None if run.error else score_episode(task, run)
+                scores.append(score)
+                episodes.append(self._describe(scenario, evaluation_id, task, side, run, score))
+            if scores[0] is None or scores[1] is None:
+                dropped.append(task.task_id)
+                continue
+            candidate_scores.append(scores[0])
+            current_scores.append(scores[1])
+        self._details[scenario] = {"agent": self.episodes.binary, "episodes": episodes, "dropped_pairs": dropped}
+        allowed = self.settings.harness.max_error_fraction * len(tasks)
+        if len(dropped) > allowed or not candidate_scores:
+            raise EpisodeErrors(
+                f"{len(dropped)} of {len(tasks)} episode pairs ended in errors (harness.max_error_fraction "
+                f"{self.settings.harness.max_error_fraction:g}); failing closed"
+            )
+        return candidate_scores, current_scores
+
+    async def _episode(
+        self, scenario: str, evaluation_id: str, side: str, tree: HarnessTree, task: Task
+    ) -> EpisodeResult:
+        base = self._binding_for(scenario)
+        binding = ModelBinding(
+            base.base_url,
+            base.scenario,
+            base.model,
+            base.api_key,
+            task.extra.get("max_tokens") or base.max_tokens,
+            episode_id=f"{evaluation_id}-{task.task_id}-{side}",
+        )
+        prompt = str(task.messages[-1].get("content", ""))
+        return await self.episodes.run(tree, prompt, binding, task.workspace, task.check)
+
+    def _describe(
+        self, scenario: str, evaluation_id: str, task: Task, side: str, run: EpisodeResult, score: float | None
+    ) -> dict[str, Any]:
+        trajectory = self._store_trajectory(scenario, f"{evaluation_id}-{task.task_id}-{side}", run)
+        return {
+            "task_id": task.task_id,
+            "side": side,
+            "agent": Path(self.episodes.binary).name,
+            "exit_status": run.exit_code,
+            "timed_out": run.timed_out,
+            "error": run.error,
+            "score": score,
+            "duration_s": round(run.duration_s, 3),
+            "sandboxed": run.sandboxed,
+            "check": None if run.check is None else {"passed": run.check.passed, "detail": run.check.detail[-500:]},
+            "trajectory": trajectory,
+        }
+
+    def _store_trajectory(self, scenario: str, episode_id: str, run: EpisodeResult) -> str:
+        """Write the trajectory under the storage directory; the pointer is its path relative to it."""
+        root = Path(self.settings.storage.dir).expanduser()
+        relative = Path("episodes") / scenario.replace(":", "%3A") / f"{episode_id}.json"
+        path = root / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        body = {"events": run.trajectory, "answer": run.answer, "stderr_tail": run.stderr_tail}
+        path.write_text(json.dumps(body, default=str), encoding="utf-8")
+        return relative.as_posix()
+
+
+def score_episode(task: Task, run: EpisodeResult) -> float:
+    """The check's verdict and/or the answer checker's score (both must pass when both are given)."""
+    score = 1.0
+    if task.check is not None:
+        score = 1.0 if run.check is not None and run.check.passed else 0.0
+    if task.checker != "none":
+        score *= check(task, run.answer)
+    return score
