@@ -67,7 +67,8 @@ def run_discover(args: argparse.Namespace) -> int:
         return 2
     root = args.state_dir or Path(tempfile.mkdtemp(prefix="reef-discover-"))
     result: dict[str, Any] = {"problem": problem.name, "recipe": args.recipe, "direction": problem.direction}
-    result["best_known"], result["options"] = problem.best_known, problem.options
+    result["best_known"], result["best_known_source"] = problem.best_known, problem.best_known_source
+    result["options"] = problem.options
     deadline = started + args.time_budget
     runs: list[SearchRun] = []
     code = 0

@@ -55,7 +55,8 @@ def entry_view(entry: Entry) -> dict[str, Any]:
 
 
 def next_step(archive: Archive, problem: Problem, groups: int) -> dict[str, Any]:
-    """`{step, parents: [{group, parent_id, score, prompt, messages}]}`: what the client asks R times per group."""
+    """`{step, response_format, parents: [{group, parent_id, score, prompt, messages}]}`: what the client asks R
+    times per group (with `response_format` in the chat body when it is not None)."""
     parents = []
     for group, entry in enumerate(archive.select(groups)):
         prompt = problem.prompt(entry.solution, entry.score, entry.details)
@@ -68,4 +69,5 @@ def next_step(archive: Archive, problem: Problem, groups: int) -> dict[str, Any]
                 "messages": [{"role": "user", "content": prompt}],
             }
         )
-    return {"problem": problem.name, "step": archive.step + 1, "parents": parents}
+    step = archive.step + 1
+    return {"problem": problem.name, "step": step, "response_format": problem.response_format(), "parents": parents}
