@@ -42,8 +42,20 @@ class SearchRun:
         return self.curve[-1] if self.curve else self.seed_best
 
     def valid_fraction(self) -> float | None:
+        """Attempts the checker accepted, of all attempts."""
+        return self._fraction("valid")
+
+    def parsed_fraction(self) -> float | None:
+        """Attempts whose answer held a solution of the problem's format (valid or not), of all attempts."""
+        return self._fraction("parsed")
+
+    def copy_fraction(self) -> float | None:
+        """Attempts that returned their parent unchanged, of all attempts."""
+        return self._fraction("copies")
+
+    def _fraction(self, key: str) -> float | None:
         attempts = sum(s["attempts"] for s in self.steps)
-        return round(sum(s["valid"] for s in self.steps) / attempts, 4) if attempts else None
+        return round(sum(s[key] for s in self.steps) / attempts, 4) if attempts else None
 
 
 class SearchClient:
@@ -155,7 +167,9 @@ async def run_search(
         best = archive["entries"][0]
         run.curve.append(best["score"])
         run.best_solution = best["solution"]
+        copies = sum(s == p.get("solution") for s, (p, _) in zip(solutions, asked, strict=True))
         entry = _step_summary(plan["step"], evaluations, best["score"], time.monotonic() - started)
+        entry.update(parsed=sum(s is not None for s in solutions), copies=copies)
         run.steps.append(entry)
         on_step(entry)
 
