@@ -67,7 +67,8 @@ def run_discover(args: argparse.Namespace) -> int:
         return 2
     root = args.state_dir or Path(tempfile.mkdtemp(prefix="reef-discover-"))
     result: dict[str, Any] = {"problem": problem.name, "recipe": args.recipe, "direction": problem.direction}
-    result["best_known"], result["options"] = problem.best_known, problem.options
+    result["best_known"], result["best_known_source"] = problem.best_known, problem.best_known_source
+    result["options"] = problem.options
     deadline = started + args.time_budget
     runs: list[SearchRun] = []
     code = 0
@@ -97,6 +98,10 @@ def run_discover(args: argparse.Namespace) -> int:
         control_steps=len(control.steps) if control else None,
         valid_fraction=trained.valid_fraction() if trained else None,
         control_valid_fraction=control.valid_fraction() if control else None,
+        parsed_fraction=trained.parsed_fraction() if trained else None,
+        control_parsed_fraction=control.parsed_fraction() if control else None,
+        copy_fraction=trained.copy_fraction() if trained else None,
+        control_copy_fraction=control.copy_fraction() if control else None,
         curve=trained.curve if trained else [],
         control_curve=control.curve if control else [],
         best_solution=trained.best_solution if trained else None,
@@ -153,7 +158,8 @@ def _search(
         def on_step(entry: dict[str, Any]) -> None:
             console.print(
                 f"  step {entry['step']}: best {_fmt(entry['best'])} · step best {_fmt(entry['step_best'])}"
-                f" · mean {_fmt(entry['step_mean'])} · valid {entry['valid']}/{entry['attempts']} · {entry['wall_s']} s"
+                f" · mean {_fmt(entry['step_mean'])} · valid {entry['valid']}/{entry['attempts']}"
+                f" · parsed {entry['parsed']} · copies {entry['copies']} · {entry['wall_s']} s"
             )
 
         async def drive() -> None:

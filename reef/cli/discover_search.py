@@ -1,7 +1,8 @@
 """One discovery search driven through Reef's public API, as any client could drive it.
 
 A step: `GET /reef/scenarios/{s}/archive/next?groups=G` → each parent's prompt asked R times through
-`/v1/chat/completions` (all at once, so the engine batches them) → each answer's solution extracted and evaluated
+`/v1/chat/completions` (all at once, so the engine batches them; with the plan's `response_format`, so an engine
+that honours it writes only answers of the solution's shape) → each answer's solution extracted and evaluated
 in the sandbox, here in the client → one report per attempt → wait until the archive holds the step (the learner
 folded the grid in, trained if it trains, and published).
 """
@@ -41,8 +42,20 @@ class SearchRun:
         return self.curve[-1] if self.curve else self.seed_best
 
     def valid_fraction(self) -> float | None:
+        """Attempts the checker accepted, of all attempts."""
+        return self._fraction("valid")
+
+    def parsed_fraction(self) -> float | None:
+        """Attempts whose answer held a solution of the problem's format (valid or not), of all attempts."""
+        return self._fraction("parsed")
+
+    def copy_fraction(self) -> float | None:
+        """Attempts that returned their parent unchanged, of all attempts."""
+        return self._fraction("copies")
+
+    def _fraction(self, key: str) -> float | None:
         attempts = sum(s["attempts"] for s in self.steps)
-        return round(sum(s["valid"] for s in self.steps) / attempts, 4) if attempts else None
+        return round(sum(s[key] for s in self.steps) / attempts, 4) if attempts else None
 
 
 class SearchClient:
@@ -69,10 +82,17 @@ class SearchClient:
         return await self.get(f"/reef/scenarios/{self.scenario}/archive", limit=limit)
 
     async def ask(
-        self, messages: list[dict[str, Any]], temperature: float, max_tokens: int, release_id: str | None = None
+        self,
+        messages: list[dict[str, Any]],
+        temperature: float,
+        max_tokens: int,
+        release_id: str | None = None,
+        response_format: dict[str, Any] | None = None,
     ) -> tuple[str, str]:
         """(answer text, receipt); `release_id` pins the release that serves it (the executor: the base release)."""
-        body = {"messages": messages, "temperature": temperature, "max_tokens": max_tokens}
+        body: dict[str, Any] = {"messages": messages, "temperature": temperature, "max_tokens": max_tokens}
+        if response_format is not None:
+            body["response_format"] = response_format
         headers = {"x-reef-release-id": release_id} if release_id else {}
         response = await self._http.post("/v1/chat/completions", json=body, headers=headers)
         response.raise_for_status()
@@ -114,12 +134,20 @@ async def run_search(
         started = time.monotonic()
         plan = await client.get(f"/reef/scenarios/{client.scenario}/archive/next", groups=groups)
         asked = [(p, rollout) for p in plan["parents"] for rollout in range(plan["rollouts"])]
-        answers = await asyncio.gather(*(client.ask(p["messages"], temperature, max_tokens) for p, _ in asked))
-        if plan.get("mode") == "guidance":
+        guided = plan.get("mode") == "guidance"
+        # The solution's shape binds whoever writes the attempt: the model itself, or in guidance mode the executor.
+        shape = plan.get("response_format")
+        answers = await asyncio.gather(
+            *(
+                client.ask(p["messages"], temperature, max_tokens, response_format=None if guided else shape)
+                for p, _ in asked
+            )
+        )
+        if guided:
             executor = await client.base_release()
             texts = await asyncio.gather(
                 *(
-                    _execute(client, p, text, executor, temperature, max_tokens)
+                    _execute(client, p, text, executor, temperature, max_tokens, shape)
                     for (p, _), (text, _) in zip(asked, answers, strict=True)
                 )
             )
@@ -139,20 +167,30 @@ async def run_search(
         best = archive["entries"][0]
         run.curve.append(best["score"])
         run.best_solution = best["solution"]
+        copies = sum(s == p.get("solution") for s, (p, _) in zip(solutions, asked, strict=True))
         entry = _step_summary(plan["step"], evaluations, best["score"], time.monotonic() - started)
+        entry.update(parsed=sum(s is not None for s in solutions), copies=copies)
         run.steps.append(entry)
         on_step(entry)
 
 
 async def _execute(
-    client: SearchClient, parent: dict[str, Any], guide_answer: str, executor: str, temperature: float, max_tokens: int
+    client: SearchClient,
+    parent: dict[str, Any],
+    guide_answer: str,
+    executor: str,
+    temperature: float,
+    max_tokens: int,
+    response_format: dict[str, Any] | None,
 ) -> str | None:
     """The frozen executor's answer to the parent plus the guide's advice; None (skipped) for malformed guidance."""
     advice = parse_guidance(guide_answer)
     if advice is None:
         return None
     prompt = parent["executor_template"].replace("{guidance}", advice)
-    text, _ = await client.ask([{"role": "user", "content": prompt}], temperature, max_tokens, executor)
+    text, _ = await client.ask(
+        [{"role": "user", "content": prompt}], temperature, max_tokens, executor, response_format
+    )
     return text
 
 

@@ -4,9 +4,14 @@ A problem is named three ways:
 - a built-in name (`circle-packing`, `erdos-min-overlap`),
 - `package.module`: a stdlib-only module with `DIRECTION` ("max" | "min"), `SOLUTION_FORMAT` ("json" | "python"),
   `OPTIONS` (defaults), `task(**options) -> str`, `seeds(**options) -> [solution text]`,
-  `evaluate(solution, **options) -> {"score", "valid", "details"}` (and optionally `PROMPT`, `best_known`),
+  `evaluate(solution, **options) -> {"score", "valid", "details"}` (and optionally `PROMPT`, `best_known`,
+  `solution_schema(**options)`),
 - a directory holding `problem.json` (`{"name", "direction", "solution_format", "task", "seeds", "options",
-  "prompt"?}`) and `evaluate.py` defining `evaluate(solution, **options)`.
+  "prompt"?, "best_known"?, "solution_schema"?}`) and `evaluate.py` defining `evaluate(solution, **options)`.
+
+A `json` problem's `solution_schema` (a JSON Schema of the solution's shape) goes out with every prompt as an
+OpenAI `response_format`, so an engine that honours it (the embedded one does) only writes answers of that shape.
+The schema constrains the form, never the score: whether an answer is valid is the evaluator's call.
 
 The evaluator source is copied into a fresh sandbox for every attempt (`reef.discovery.evaluation`), so it must not
 import anything but the standard library. A `json` solution reaches `evaluate` parsed; a `python` one as its text.
@@ -57,6 +62,15 @@ class Problem:
     options: dict[str, Any]
     prompt_template: str = DEFAULT_PROMPT
     best_known: float | None = None
+    best_known_source: str | None = None  # where the best known value comes from
+    solution_schema: dict[str, Any] | None = None  # JSON Schema of a `json` solution's shape
+
+    def response_format(self) -> dict[str, Any] | None:
+        """The OpenAI `response_format` that asks for a solution of the schema's shape (None: free text)."""
+        if self.solution_schema is None:
+            return None
+        spec = {"name": "solution", "strict": True, "schema": self.solution_schema}
+        return {"type": "json_schema", "json_schema": spec}
 
     def reward(self, score: float | None, valid: bool) -> float:
         """Higher is better, 0 for an invalid attempt: the score itself when maximising, 1/score when minimising
@@ -116,6 +130,7 @@ def load_problem(name: str, options: dict[str, Any] | None = None) -> Problem:
         raise ProblemError(f"problem module {module_name!r} defines no evaluate(solution)")
     merged = {**getattr(module, "OPTIONS", {}), **(options or {})}
     best = getattr(module, "best_known", None)
+    schema = getattr(module, "solution_schema", None)
     return _checked(
         name=getattr(module, "NAME", name),
         task=module.task(**merged),
@@ -126,6 +141,8 @@ def load_problem(name: str, options: dict[str, Any] | None = None) -> Problem:
         options=merged,
         prompt_template=getattr(module, "PROMPT", DEFAULT_PROMPT),
         best_known=best(**merged) if callable(best) else None,
+        best_known_source=getattr(module, "BEST_KNOWN_SOURCE", None),
+        solution_schema=schema(**merged) if callable(schema) else None,
     )
 
 
@@ -152,6 +169,8 @@ def _from_directory(path: Path, options: dict[str, Any]) -> Problem:
         options={**spec.get("options", {}), **options},
         prompt_template=str(spec.get("prompt", DEFAULT_PROMPT)),
         best_known=spec.get("best_known"),
+        best_known_source=spec.get("best_known_source"),
+        solution_schema=spec.get("solution_schema"),
     )
 
 
@@ -162,6 +181,9 @@ def _checked(**fields: Any) -> Problem:
         raise ProblemError(f"solution_format must be 'json' or 'python', not {fields['solution_format']!r}")
     if not fields["seeds"]:
         raise ProblemError(f"problem {fields['name']!r} has no seed solutions")
+    schema = fields.get("solution_schema")
+    if schema is not None and (fields["solution_format"] != "json" or not isinstance(schema, dict)):
+        raise ProblemError("solution_schema must be a JSON Schema object, and only for a json solution_format")
     bad = [s for s in fields["seeds"] if not parses(s, fields["solution_format"])]
     if bad:
         raise ProblemError(f"seed {bad[0][:60]!r} is not a valid {fields['solution_format']} solution")

@@ -55,7 +55,8 @@ def entry_view(entry: Entry) -> dict[str, Any]:
 
 
 def next_step(archive: Archive, problem: Problem, groups: int) -> dict[str, Any]:
-    """`{step, parents: [{group, parent_id, score, prompt, messages}]}`: what the client asks R times per group."""
+    """`{step, response_format, parents: [{group, parent_id, score, solution, prompt, messages}]}`: what the client
+    asks R times per group (with `response_format` in the chat body when it is not None)."""
     parents = []
     for group, entry in enumerate(archive.select(groups)):
         prompt = problem.prompt(entry.solution, entry.score, entry.details)
@@ -64,8 +65,10 @@ def next_step(archive: Archive, problem: Problem, groups: int) -> dict[str, Any]
                 "group": group,
                 "parent_id": entry.entry_id,
                 "score": entry.score,
+                "solution": entry.solution,
                 "prompt": prompt,
                 "messages": [{"role": "user", "content": prompt}],
             }
         )
-    return {"problem": problem.name, "step": archive.step + 1, "parents": parents}
+    step = archive.step + 1
+    return {"problem": problem.name, "step": step, "response_format": problem.response_format(), "parents": parents}

@@ -162,6 +162,7 @@ class TTTDRecipe(WeightsRecipe):
             "total_visits": archive.total_visits,
             "size": len(archive.entries),
             "best_known": problem.best_known,
+            "best_known_source": problem.best_known_source,
             "entries": [entry_view(e) for e in archive.top(limit)],
         }
 

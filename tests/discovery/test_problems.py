@@ -103,3 +103,41 @@ def test_a_sandbox_that_cannot_start_raises_instead_of_scoring_zero(monkeypatch:
     problem = load_problem("circle-packing")
     with pytest.raises(EvaluatorFailure):
         evaluate_attempt(problem, problem.seeds[0], sandbox=True)
+
+
+def test_the_next_step_asks_for_the_solutions_shape_as_an_openai_response_format() -> None:
+    problem = load_problem("circle-packing", {"n": 3})
+    step = next_step(seed_archive(problem), problem, 1)
+    response_format = step["response_format"]
+    assert response_format["type"] == "json_schema"
+    schema = response_format["json_schema"]["schema"]
+    assert schema["minItems"] == schema["maxItems"] == 3
+    radius = schema["items"]["prefixItems"][2]
+    assert radius["maximum"] == 0.5 and radius["minimum"] > 0  # only what every valid packing meets
+
+
+def test_a_problem_without_a_schema_asks_for_free_text(tmp_path: Path) -> None:
+    source = "def evaluate(solution):\n    return {'score': 1.0, 'valid': True, 'details': 'ok'}\n"
+    problem = load_problem(str(_directory(tmp_path, source)))
+    assert problem.solution_schema is None
+    assert next_step(seed_archive(problem), problem, 1)["response_format"] is None
+
+
+def test_a_solution_schema_must_be_an_object_of_a_json_problem(tmp_path: Path) -> None:
+    source = "def evaluate(solution):\n    return {'score': 1.0, 'valid': True, 'details': 'ok'}\n"
+    directory = _directory(tmp_path, source)
+    spec = json.loads((directory / "problem.json").read_text())
+    (directory / "problem.json").write_text(json.dumps({**spec, "solution_schema": "an array"}))
+    with pytest.raises(ProblemError, match="solution_schema"):
+        load_problem(str(directory))
+
+
+def test_the_circle_packing_schema_never_excludes_a_valid_packing() -> None:
+    """Every bound in the schema follows from validity: r <= 1/2 and r <= x, y <= 1 - r, at 2 decimals."""
+    problem = load_problem("circle-packing", {"n": 1})
+    centre, _, radius = problem.solution_schema["items"]["prefixItems"]  # type: ignore[index]
+    for r100 in range(1, 51):
+        for x100 in range(r100, 101 - r100):
+            r, x = r100 / 100, x100 / 100
+            assert radius["minimum"] <= r <= radius["maximum"] and centre["minimum"] <= x <= centre["maximum"]
+    assert problem.best_known is None and "erich-friedman" in (problem.best_known_source or "")

@@ -42,8 +42,23 @@ def seeds(n: int = 6) -> list[str]:
     return [_compact(circles)]
 
 
+def solution_schema(n: int = 6) -> dict[str, Any]:
+    """The answer's shape: n triples [x, y, r] with 2 decimals. The bounds are only what every valid packing meets
+    (0 < r <= 1/2, so 0 < x, y < 1): the schema never excludes a valid answer; overlaps and walls are `evaluate`'s."""
+    centre = {"type": "number", "minimum": 0.01, "maximum": 0.99, "multipleOf": 0.01}
+    radius = {"type": "number", "minimum": 0.01, "maximum": 0.5, "multipleOf": 0.01}
+    circle = {"type": "array", "prefixItems": [centre, centre, radius], "items": False, "minItems": 3}
+    return {"type": "array", "items": circle, "minItems": n, "maxItems": n}
+
+
+BEST_KNOWN_SOURCE = (
+    "E. Friedman, Circles in Squares (largest sum of radii), https://erich-friedman.github.io/packing/cirRsqu/ "
+    "— not copied here: this machine could not read the table, so no value is claimed"
+)
+
+
 def best_known(n: int = 6) -> float | None:
-    """Not known to us for small n from a citable table; `reef discover` reports the best it finds instead."""
+    """None: the table named in BEST_KNOWN_SOURCE holds it, and we do not invent a value we could not check."""
     return None
 
 

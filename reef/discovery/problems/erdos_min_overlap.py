@@ -33,6 +33,15 @@ def seeds(m: int = 8) -> list[str]:
     return [json.dumps([0.5] * m, separators=(",", ":"))]
 
 
+def solution_schema(m: int = 8) -> dict[str, Any]:
+    """The answer's shape: m step values in [0, 1] with at most 4 decimals."""
+    number = {"type": "number", "minimum": 0, "maximum": 1, "multipleOf": 0.0001}
+    return {"type": "array", "items": number, "minItems": m, "maxItems": m}
+
+
+BEST_KNOWN_SOURCE = "TTT-Discover (2026) 0.380924; AlphaEvolve 0.380924; Haugland (2016) 0.380927 (continuous problem)"
+
+
 def best_known(m: int = 8) -> float | None:
     """The best known bound for the continuous problem (a lower limit of what m steps can reach)."""
     return 0.380924

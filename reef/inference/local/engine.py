@@ -21,6 +21,7 @@ from reef.inference.local.request import RequestSetup, prompt_ids_of, raise_fail
 from reef.inference.local.scheduler import Failed, Scheduler
 from reef.inference.local.scoring import check_score_request, completion_logprobs
 from reef.inference.local.stream import LocalStream, complete
+from reef.inference.local.structured import warm
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +60,7 @@ class LocalEngine(Engine):
             torch.set_num_threads(max(1, len(os.sched_getaffinity(0)) - 1))
         model, tokenizer = load_base_model(self.model_dir, device, settings.dtype)
         eos_ids = _eos_ids(model, tokenizer)
+        warm(tokenizer)
         self._adapters = AdapterSet(model, settings.max_resident_adapters)
         scheduler = Scheduler(
             self._adapters,

@@ -17,6 +17,7 @@ from reef.inference.local.detokenize import TextTracker
 from reef.inference.local.prompt import chat_messages, render_prompt_ids
 from reef.inference.local.sampling import SamplingParams, sampling_params
 from reef.inference.local.scheduler import Event, Failed, Scheduler, Sequence
+from reef.inference.local.structured import Constraint
 from reef.inference.translate import check_request, convert_request
 
 _CONVERSATION_FIELD = {Dialect.CHAT: "messages", Dialect.MESSAGES: "messages", Dialect.RESPONSES: "input"}
@@ -91,6 +92,7 @@ def submit(setup: RequestSetup, dialect: Dialect, body: dict[str, Any], ctx: Req
         emit=emit,
         tracker=TextTracker(setup.tokenizer, params.stop),
         generator=None if params.seed is None else torch.Generator().manual_seed(params.seed),
+        constraint=None if params.grammar is None else Constraint(setup.tokenizer, params.grammar),
     )
     setup.scheduler.submit(sequence)
     return Submitted(dialect, chat, params, binding, sequence, events)

@@ -2,7 +2,8 @@
 
 Log-probs reported for training (and for OpenAI `logprobs`) are the model's log-softmax at temperature 1 of the
 chosen token, before temperature, top-p or min-tokens masking: the distribution of the model itself, which is
-what importance ratios in RL recipes are computed against.
+what importance ratios in RL recipes are computed against. A `response_format` grammar
+(`reef.inference.local.structured`) masks the sampling distribution the same way and leaves the log-probs alone.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 import torch
 
 from reef.core.errors import BadRequest
+from reef.inference.local.structured import Grammar, grammar_of
 
 MAX_TOP_LOGPROBS = 20
 
@@ -32,6 +34,7 @@ class SamplingParams:
     ignore_eos: bool = False
     logprobs: bool = False
     top_logprobs: int = 0
+    grammar: Grammar | None = None  # from `response_format`: the answer must match it
 
     @property
     def greedy(self) -> bool:
@@ -82,6 +85,7 @@ def sampling_params(body: dict[str, Any], default_max_new_tokens: int) -> Sampli
         ignore_eos=bool(body.get("ignore_eos", False)),
         logprobs=bool(body.get("logprobs", False)),
         top_logprobs=top_logprobs,
+        grammar=grammar_of(body),
     )
 
 
@@ -117,18 +121,24 @@ def pick_tokens(
     params: list[SamplingParams],
     generators: list[torch.Generator | None],
     banned: list[tuple[int, ...]],
+    allowed: list[torch.Tensor | None] | None = None,
 ) -> list[Choice]:
     """Choose the next token of each row of `logits` ([rows, vocab]) under that row's parameters.
 
-    `banned[i]` are token ids row i may not pick yet (end-of-sequence ids while `min_tokens` is unmet).
+    `banned[i]` are token ids row i may not pick yet (end-of-sequence ids while `min_tokens` is unmet);
+    `allowed[i]`, when given, a bool mask [vocab] of the only tokens row i may pick (its grammar's).
     """
     logits = logits.float()
     logprobs = torch.log_softmax(logits, dim=-1)
-    if any(banned):
+    masks = allowed or [None] * len(params)
+    if any(banned) or any(m is not None for m in masks):
         logits = logits.clone()
         for row, ids in enumerate(banned):
             if ids:
                 logits[row, list(ids)] = -math.inf
+        for row, mask in enumerate(masks):
+            if mask is not None:
+                logits[row].masked_fill_(~mask, -math.inf)
     chosen = torch.argmax(logits, dim=-1).tolist()
     for row, p in enumerate(params):
         if not p.greedy:

@@ -23,6 +23,7 @@ from reef.inference.local.adapters import AdapterSet, Binding
 from reef.inference.local.decode_batch import DecodeBatch
 from reef.inference.local.detokenize import TextTracker
 from reef.inference.local.sampling import Choice, SamplingParams, pick_tokens
+from reef.inference.local.structured import Constraint
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +64,7 @@ class Sequence:
     completion_ids: list[int] = dataclasses.field(default_factory=list)
     logprobs: list[float] = dataclasses.field(default_factory=list)
     cancelled: bool = False  # set by the asyncio side when the client goes away
+    constraint: Constraint | None = None  # the `response_format` grammar's state, when the request has one
 
 
 class Scheduler:
@@ -212,11 +214,17 @@ class Scheduler:
 
     def _advance(self, sequences: list[Sequence], logits: torch.Tensor) -> list[int]:
         """Pick each row's next token, emit it; return the indices of rows that go on decoding."""
+        # A grammar alone decides when a constrained answer may end (`min_tokens` does not apply to it).
         banned = [
-            (self._eos_ids + s.params.stop_token_ids) if len(s.completion_ids) < s.params.min_tokens else ()
+            (self._eos_ids + s.params.stop_token_ids)
+            if s.constraint is None and len(s.completion_ids) < s.params.min_tokens
+            else ()
             for s in sequences
         ]
-        choices = pick_tokens(logits, [s.params for s in sequences], [s.generator for s in sequences], banned)
+        vocab_size = logits.shape[-1]
+        allowed = [None if s.constraint is None else s.constraint.allowed(vocab_size, self._eos_ids) for s in sequences]
+        params, generators = [s.params for s in sequences], [s.generator for s in sequences]
+        choices = pick_tokens(logits, params, generators, banned, allowed)
         keep = []
         for index, (sequence, choice) in enumerate(zip(sequences, choices, strict=True)):
             if sequence.cancelled:
@@ -238,6 +246,9 @@ class Scheduler:
         text = sequence.tracker.push(token)
         reason: str | None = None
         ended = (token in self._eos_ids and not params.ignore_eos) or token in params.stop_token_ids
+        if sequence.constraint is not None:
+            sequence.constraint.take(token)
+            ended = ended or sequence.constraint.complete
         if ended or sequence.tracker.stopped:
             reason = "stop"
         elif len(sequence.completion_ids) >= params.max_new_tokens:

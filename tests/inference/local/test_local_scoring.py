@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -152,3 +153,25 @@ async def test_an_upstream_provider_cannot_score_completions():
     assert not engine.scores_completions
     with pytest.raises(NotImplementedError, match="UpstreamEngine cannot score completions"):
         await engine.score([1, 2], [3], CTX)
+
+
+async def test_a_constrained_completion_follows_its_schema_and_records_the_unmasked_log_probs(engine):
+    """Constrained sampling masks the distribution; the record keeps the model's own log-probs of each chosen
+    token, the quantity the trainer recomputes, so importance ratios compare like with like."""
+    schema = {
+        "type": "array",
+        "minItems": 3,
+        "maxItems": 3,
+        "items": {"type": "number", "minimum": 0, "maximum": 1, "multipleOf": 0.01},
+    }
+    response_format = {"type": "json_schema", "json_schema": {"name": "three", "schema": schema}}
+    body = ask(temperature=0.7, seed=3, max_tokens=40, response_format=response_format)
+    completion = await engine.complete(Dialect.CHAT, body, CTX)
+    text = completion.body["choices"][0]["message"]["content"]
+    values = json.loads(text)
+    assert len(values) == 3 and all(0 <= v <= 1 and round(v, 2) == v for v in values)
+    assert completion.body["choices"][0]["finish_reason"] == "stop"
+    training = completion.training
+    assert training is not None
+    scores = await engine.score(training["prompt_token_ids"], training["completion_token_ids"], CTX)
+    assert max_gap(scores, training["logprobs"]) < 1e-3

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 
 import pytest
@@ -55,3 +56,29 @@ def test_the_anthropic_sdk_gets_paris_from_reef_serve(server):
         model="smollm2", max_tokens=16, messages=[{"role": "user", "content": QUESTION}], extra_body={"temperature": 0}
     )
     assert "Paris" in message.content[0].text
+
+
+def test_a_json_schema_response_format_gets_an_answer_of_that_shape_and_a_bad_one_is_a_400(server):
+    import httpx
+    from openai import BadRequestError, OpenAI
+
+    client = OpenAI(base_url=server.url + "/v1", api_key="unused", default_headers={"x-reef-scenario": "shape"})
+    schema = {"type": "array", "minItems": 2, "maxItems": 2, "items": {"type": "integer", "minimum": 0, "maximum": 9}}
+    completion = client.chat.completions.create(
+        model="smollm2",
+        messages=[{"role": "user", "content": "Two digits?"}],
+        max_tokens=16,
+        response_format={"type": "json_schema", "json_schema": {"name": "digits", "schema": schema, "strict": True}},
+    )
+    digits = json.loads(completion.choices[0].message.content or "")
+    assert len(digits) == 2 and all(isinstance(d, int) and 0 <= d <= 9 for d in digits)
+    records = httpx.get(server.url + "/reef/scenarios/shape/records", headers={"x-reef-scenario": "shape"}).json()
+    with pytest.raises(BadRequestError) as refused:
+        client.chat.completions.create(
+            model="smollm2",
+            messages=[{"role": "user", "content": "Two digits?"}],
+            response_format={"type": "json_schema", "json_schema": {"name": "digits"}},  # type: ignore[typeddict-item]
+        )
+    assert "response_format.json_schema.schema" in str(refused.value)
+    after = httpx.get(server.url + "/reef/scenarios/shape/records", headers={"x-reef-scenario": "shape"}).json()
+    assert len(after["records"]) == len(records["records"]) == 1  # the refused request stored nothing

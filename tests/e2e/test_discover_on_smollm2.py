@@ -1,0 +1,34 @@
+"""`reef discover` end to end on the embedded defaults (the real SmolLM2, `reef serve` twice: trained and control),
+with a tiny budget: the command completes, every attempt has the solution's shape, and both curves are reported.
+Whether the search beats the seed is measured by hand (README), not asserted: one step proves nothing either way."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+pytestmark = pytest.mark.model
+
+
+def test_reef_discover_completes_a_step_with_a_control_and_reports_both_curves(tmp_path) -> None:
+    command = [
+        sys.executable, "-m", "reef.cli.main", "discover", "circle-packing",
+        "--option", "n=3", "--grid", "2x2", "--steps", "1", "--control", "--json",
+        "--max-tokens", "60", "--time-budget", "400", "--report", str(tmp_path / "discover.html"),
+    ]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600, env=dict(os.environ))
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout)
+    assert result["problem"] == "circle-packing" and result["options"] == {"n": 3} and "error" not in result
+    assert result["steps"] == result["control_steps"] == 1
+    assert len(result["curve"]) == len(result["control_curve"]) == 2  # the seed, then the step
+    assert result["seed_best"] == pytest.approx(0.75) and result["best"] >= result["seed_best"]
+    assert result["control_best"] >= result["seed_best"]
+    # Constrained decoding: every attempt parses and has the shape; validity (overlaps, walls) is the checker's.
+    assert result["parsed_fraction"] == result["control_parsed_fraction"] == 1.0
+    assert 0.0 <= result["valid_fraction"] <= 1.0
+    assert "best_known_source" in result and (tmp_path / "discover.html").read_text().count("<polyline") == 2
