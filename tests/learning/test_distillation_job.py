@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import pytest
 import torch
 
@@ -17,34 +14,13 @@ from reef.learning.training.job import run_training_job
 pytestmark = pytest.mark.model
 
 QUESTION = [{"role": "user", "content": "Reply with only the answer. 17 + 5 ="}]
-CACHE = Path(os.environ.get("REEF_MODEL_CACHE", "~/.cache/reef/models"))
 
 
 @pytest.fixture(scope="module")
-def base_model_path() -> Path:
-    from reef.inference.local.model_files import resolve_model_path
-
-    return resolve_model_path("smollm2", CACHE)
-
-
-@pytest.fixture(scope="module")
-def rollout(base_model_path: Path) -> dict:
+def rollout(greedy_rollout) -> dict:
     """A recorded rollout as the engine captures it: the base model's greedy answer and its log-probs."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    from reef.learning.training.samples import collate, render_prompt, token_logprobs
-
-    tokenizer = AutoTokenizer.from_pretrained(base_model_path)
-    model = AutoModelForCausalLM.from_pretrained(base_model_path, dtype=torch.float32)
-    prompt_ids = render_prompt(tokenizer, QUESTION)
-    with torch.no_grad():
-        output = model.generate(torch.tensor([prompt_ids]), max_new_tokens=8, do_sample=False)
-    completion_ids = output[0][len(prompt_ids) :].tolist()
-    sample = {"prompt_ids": prompt_ids, "completion_ids": completion_ids}
-    with torch.no_grad():
-        recorded = token_logprobs(model, collate([sample], tokenizer.pad_token_id))[0]
     teacher = [*QUESTION, {"role": "assistant", "content": "22"}, *QUESTION]
-    return {**sample, "old_logprobs": recorded[len(prompt_ids) - 1 :].tolist(), "teacher_messages": teacher}
+    return {**greedy_rollout(QUESTION, 8), "teacher_messages": teacher}
 
 
 def config(**overrides) -> dict:

@@ -2,11 +2,7 @@
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import pytest
-import torch
 
 from reef.core.settings import TrainingSettings
 from reef.learning.base import TrainingJob
@@ -16,31 +12,12 @@ pytestmark = pytest.mark.model
 
 QUESTION = [{"role": "user", "content": "What color is the sky?"}]
 HINTED = [{"role": "user", "content": "What color is the sky?\n\n(Hint for your reply: Answer in at most 5 words.)"}]
-CACHE = Path(os.environ.get("REEF_MODEL_CACHE", "~/.cache/reef/models"))
 
 
 @pytest.fixture(scope="module")
-def base_model_path() -> Path:
-    from reef.inference.local.model_files import resolve_model_path
-
-    return resolve_model_path("smollm2", CACHE)
-
-
-@pytest.fixture(scope="module")
-def rollout(base_model_path: Path) -> dict:
+def rollout(greedy_rollout) -> dict:
     """The base model's greedy answer with its log-probs, as the engine records a turn."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    from reef.learning.training.samples import collate, render_prompt, token_logprobs
-
-    tokenizer = AutoTokenizer.from_pretrained(base_model_path)
-    model = AutoModelForCausalLM.from_pretrained(base_model_path, dtype=torch.float32)
-    prompt_ids = render_prompt(tokenizer, QUESTION)
-    with torch.no_grad():
-        output = model.generate(torch.tensor([prompt_ids]), max_new_tokens=12, do_sample=False)
-        sample = {"prompt_ids": prompt_ids, "completion_ids": output[0][len(prompt_ids) :].tolist()}
-        recorded = token_logprobs(model, collate([sample], tokenizer.pad_token_id))[0]
-    return {**sample, "old_logprobs": recorded[len(prompt_ids) - 1 :].tolist()}
+    return greedy_rollout(QUESTION, 12)
 
 
 def test_an_openclawrl_job_logs_both_terms_per_step_and_distils_only_hinted_turns(base_model_path, rollout, tmp_path):
