@@ -79,12 +79,7 @@ class DistillationStep:
         teacher = torch.log_softmax(self.teacher.logits(self.model, teacher_rows, self.pad_id, self.device), -1)
         teacher_s = time.perf_counter() - started
         self.teacher_s += teacher_s
-        logits, mask = completion_logits(
-            self.model, [(s["prompt_ids"], s["completion_ids"]) for s in samples], self.pad_id, self.device
-        )
-        student = torch.log_softmax(logits, -1)
-        tokens, rollout, own = self._completion_tensors(samples, mask.shape[1])
-        mask = mask * own
+        student, tokens, rollout, mask = self._student(samples)
         student_token = student.gather(-1, tokens.unsqueeze(-1)).squeeze(-1)
         teacher_token = teacher.gather(-1, tokens.unsqueeze(-1)).squeeze(-1)
         weights = torch.tensor([float(s.get("weight", 1.0)) for s in samples], device=self.device).unsqueeze(-1)
@@ -102,6 +97,15 @@ class DistillationStep:
         loss = divergences.masked_mean(per_token, weights, mask)
         kl = divergences.masked_mean(divergences.sampled_reverse_kl(student_token, teacher_token), 1.0, mask)
         return loss, {"teacher_kl": float(kl.detach()), "teacher_s": round(teacher_s, 4)}
+
+    def _student(self, samples: list[dict[str, Any]]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The student's log-probs over its completions `[B, C, V]`, the completion ids and recorded log-probs
+        (`_completion_tensors`) and the mask of the positions it is trained on `[B, C]`."""
+        logits, mask = completion_logits(
+            self.model, [(s["prompt_ids"], s["completion_ids"]) for s in samples], self.pad_id, self.device
+        )
+        tokens, rollout, own = self._completion_tensors(samples, mask.shape[1])
+        return torch.log_softmax(logits, -1), tokens, rollout, mask * own
 
     def _completion_tensors(
         self, samples: list[dict[str, Any]], width: int

@@ -22,7 +22,7 @@ import torch
 from reef.learning.training import divergences
 from reef.learning.training.distillation import FULL_DISTRIBUTION, DistillationStep
 from reef.learning.training.losses import clipped_policy_loss
-from reef.learning.training.teacher import Teacher, completion_logits
+from reef.learning.training.teacher import Teacher
 
 
 class HindsightStep(DistillationStep):
@@ -37,12 +37,7 @@ class HindsightStep(DistillationStep):
 
     def loss(self, samples: list[dict[str, Any]]) -> tuple[torch.Tensor, dict[str, float]]:
         """(w_rl · L_rl + w_opd · L_opd, `{"loss_rl", "loss_opd", "hinted", "teacher_kl", "teacher_s"}`)."""
-        logits, mask = completion_logits(
-            self.model, [(s["prompt_ids"], s["completion_ids"]) for s in samples], self.pad_id, self.device
-        )
-        student = torch.log_softmax(logits, -1)
-        tokens, rollout, own = self._completion_tensors(samples, mask.shape[1])
-        mask = mask * own
+        student, tokens, rollout, mask = self._student(samples)
         student_token = student.gather(-1, tokens.unsqueeze(-1)).squeeze(-1)
         recorded = torch.where(torch.isnan(rollout), student_token.detach(), rollout)
         advantages = torch.tensor([float(s.get("advantage", 0.0)) for s in samples], device=self.device)
