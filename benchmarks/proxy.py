@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
+import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -99,29 +100,19 @@ def _records_stored(state: Path) -> int:
         return int(db.execute("SELECT count(*) FROM reef_records WHERE scenario = 'bench'").fetchone()[0])
 
 
-def _process_tree(pid: int) -> list[int]:
-    """`pid` and its descendants (from /proc)."""
-    parents: dict[int, int] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            with contextlib.suppress(OSError, ValueError, IndexError):
-                parents[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-    found, frontier = [pid], [pid]
-    while frontier:
-        current = frontier.pop()
-        children = [child for child, parent in parents.items() if parent == current]
-        found += children
-        frontier += children
-    return found
+def _process_tree(pid: int) -> list[psutil.Process]:
+    """`pid` and its descendants."""
+    root = psutil.Process(pid)
+    return [root, *root.children(recursive=True)]
 
 
-def _cpu_seconds(pids: list[int]) -> float:
+def _cpu_seconds(processes: list[psutil.Process]) -> float:
     """User + system CPU seconds the processes have used so far (those gone count 0)."""
     total = 0.0
-    for pid in pids:
-        with contextlib.suppress(OSError, ValueError, IndexError):
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    for process in processes:
+        with contextlib.suppress(psutil.Error):
+            times = process.cpu_times()
+            total += times.user + times.system
     return total
 
 
@@ -158,10 +149,10 @@ def measure(
         for _mode, body, connections in loads:
             answered += run_wrk(reef.url + PATH, body, 2, connections)["n"]  # warm-up: scenario, connections
             assert reef.process is not None
-            pids = _process_tree(reef.process.pid)  # every worker and the record writer
-            used, started = _cpu_seconds(pids), time.monotonic()
+            processes = _process_tree(reef.process.pid)  # every worker and the record writer
+            used, started = _cpu_seconds(processes), time.monotonic()
             runs.append(run_wrk(reef.url + PATH, body, duration_s, connections))
-            runs[-1]["cores"] = (_cpu_seconds(pids) - used) / (time.monotonic() - started)
+            runs[-1]["cores"] = (_cpu_seconds(processes) - used) / (time.monotonic() - started)
             answered += runs[-1]["n"]
     finally:
         reef.stop()

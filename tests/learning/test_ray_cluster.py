@@ -12,6 +12,7 @@ cluster of the user on the machine.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import socket
@@ -23,6 +24,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 
 from reef.learning.training import RayBackend
@@ -92,9 +94,10 @@ class Cluster:
     def kill_worker(self) -> None:
         """SIGKILL the second node's raylet (the node dies as in a crash), then reap its `ray start`."""
         assert self.worker is not None
-        for pid in _descendants(self.worker.pid):
-            if "raylet" in _cmdline(pid):
-                os.kill(pid, signal.SIGKILL)
+        for process in psutil.Process(self.worker.pid).children(recursive=True):
+            with contextlib.suppress(psutil.Error):
+                if "raylet" in " ".join(process.cmdline()):
+                    process.send_signal(signal.SIGKILL)
         self.worker.send_signal(signal.SIGTERM)
         self.worker.wait(timeout=60)
 
@@ -120,32 +123,9 @@ def _wait_for_port(port: int, process: subprocess.Popen[bytes]) -> None:
     raise TimeoutError("the Ray head did not come up")
 
 
-def _cmdline(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-    except OSError:
-        return ""
-
-
-def _descendants(pid: int) -> list[int]:
-    parents: dict[int, int] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                parents[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, ValueError, IndexError):
-                continue
-    found, frontier = [], [pid]
-    while frontier:
-        current = frontier.pop()
-        children = [child for child, parent in parents.items() if parent == current]
-        found += children
-        frontier += children
-    return found
-
-
 def _running_task(name: str) -> bool:
-    return any(_cmdline(int(e.name)).startswith(f"ray::{name}") for e in Path("/proc").iterdir() if e.name.isdigit())
+    commands = (" ".join(process.info["cmdline"] or []) for process in psutil.process_iter(["cmdline"]))
+    return any(command.startswith(f"ray::{name}") for command in commands)
 
 
 @pytest.fixture(scope="module")
