@@ -130,6 +130,10 @@ def _running_task(name: str) -> bool:
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[Cluster]:
+    # Token auth off on both sides: with RAY_AUTH_MODE unset, a driver that finds ~/.ray/auth_token (left by any
+    # earlier local `ray.init()` on this machine) turns token auth on and is refused by a head started without it.
+    mode = os.environ.get("RAY_AUTH_MODE")
+    os.environ["RAY_AUTH_MODE"] = "disabled"
     started_cluster = Cluster()
     try:
         ray.init(address=started_cluster.address, log_to_driver=False)
@@ -137,6 +141,10 @@ def cluster() -> Iterator[Cluster]:
     finally:
         ray.shutdown()
         started_cluster.stop()
+        if mode is None:
+            os.environ.pop("RAY_AUTH_MODE", None)
+        else:
+            os.environ["RAY_AUTH_MODE"] = mode
 
 
 @pytest.mark.model
