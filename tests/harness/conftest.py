@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import time
 from pathlib import Path
 
@@ -68,3 +69,14 @@ def make_ctx(tmp_path: Path, settings: Settings, engine: PromptEngine):
         return GrowContext(scenario, step, work, settings, engine, None, None, lambda event: None)
 
     return make
+
+
+@pytest.fixture
+def fake_pi(tmp_path: Path) -> str:
+    """The stand-in pi agent (tests/fakes/fake_pi.py) as an executable named `pi`."""
+    source = (Path(__file__).parent.parent / "fakes" / "fake_pi.py").read_text()
+    binary = tmp_path / "bin" / "pi"
+    binary.parent.mkdir()
+    binary.write_text(f"#!{sys.executable}\n{source}")
+    binary.chmod(0o755)
+    return str(binary)

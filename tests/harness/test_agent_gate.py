@@ -21,16 +21,6 @@ SERVING = HarnessTree.of([Node("rules", "rules", {"text": "Answer briefly."})])
 CANDIDATE = HarnessTree.of([*SERVING.nodes, Node("marker", "rules", {"text": f"Say {MARKER}."})])
 
 
-@pytest.fixture
-def fake_pi(tmp_path: Path) -> str:
-    source = (Path(__file__).parent.parent / "fakes" / "fake_pi.py").read_text()
-    binary = tmp_path / "bin" / "pi"
-    binary.parent.mkdir()
-    binary.write_text(f"#!{sys.executable}\n{source}")
-    binary.chmod(0o755)
-    return str(binary)
-
-
 def gate(tmp_path: Path, fake_pi: str, rows: list[dict], max_error_fraction: float = 0.5) -> AgentEvaluator:
     tasks = [parse_task(row, f"task{i}") for i, row in enumerate(rows)]
     serving_dir, candidate_dir = tmp_path / "serving", tmp_path / "candidate"

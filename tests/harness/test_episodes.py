@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import json
 import shutil
-import sys
 import tempfile
 from pathlib import Path
 
@@ -24,16 +23,6 @@ from tests.harness.sample_tree import MARKER
 
 BINDING = ModelBinding("http://127.0.0.1:9", "episodes", "smollm2", api_key="k", max_tokens=8)
 TREE = HarnessTree.of([Node("rules", "rules", {"text": f"Always include {MARKER} in every answer."})])
-
-
-@pytest.fixture
-def fake_pi(tmp_path: Path) -> str:
-    source = (Path(__file__).parent.parent / "fakes" / "fake_pi.py").read_text()
-    binary = tmp_path / "bin" / "pi"
-    binary.parent.mkdir()
-    binary.write_text(f"#!{sys.executable}\n{source}")
-    binary.chmod(0o755)
-    return str(binary)
 
 
 def leftover_roots(directory: Path) -> list[Path]:
