@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from reef.core.errors import NotFound
+from reef.inference.local.llama import LoraWeights, lora_of
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +80,7 @@ class AdapterSet:
         self._max_resident = max_resident
         self._peft: Any = None
         self._resident: collections.OrderedDict[str, Path] = collections.OrderedDict()
+        self._lora: dict[str, LoraWeights | None] = {}  # the compact forward's view of each adapter (None: it can't)
 
     @property
     def resident(self) -> list[str]:
@@ -104,7 +106,20 @@ class AdapterSet:
             if victim != name and victim not in in_use:
                 self._peft.delete_adapter(victim)
                 del self._resident[victim]
+                self._lora.pop(victim, None)
                 log.info("evicted adapter %s", victim)
+
+    def compact(self, name: str | None) -> bool:
+        """Whether the compact Llama forward can serve adapter `name` (None, the base weights, always)."""
+        return name is None or self.lora(name) is not None
+
+    def lora(self, name: str | None) -> LoraWeights | None:
+        """Resident adapter `name`'s LoRA factors for the compact forward (None for the base or when it can't)."""
+        if name is None:
+            return None
+        if name not in self._lora:
+            self._lora[name] = lora_of(self._peft, name, int(self.model.config.num_hidden_layers))
+        return self._lora[name]
 
     @contextlib.contextmanager
     def selected(self, name: str | None) -> Iterator[None]:

@@ -25,11 +25,13 @@ def usage_of(sequence: Sequence) -> dict[str, int]:
 
 def training_of(sequence: Sequence) -> dict[str, Any]:
     """Token capture for learning: ids as the model saw and produced them (end-of-sequence token included) and
-    each completion token's log-prob under the model at temperature 1 (see `reef.inference.local.sampling`)."""
+    each completion token's log-prob under the model at temperature 1 (see `reef.inference.local.sampling`), and
+    the precision of the matmuls that computed them (`float32`, `bfloat16`: see `reef.inference.local.llama`)."""
     return {
         "prompt_token_ids": list(sequence.prompt_ids),
         "completion_token_ids": list(sequence.completion_ids),
         "logprobs": list(sequence.logprobs),
+        "precision": sequence.precision,
     }
 
 

@@ -1,8 +1,15 @@
-"""The rows that decode together under one adapter: one left-padded KV cache and its attention mask.
+"""The rows that decode together under one adapter, in one of two forms with the same three operations.
 
-Requests join between decode steps (their prompts are prefilled together, then their cache is padded on the left
-and stacked onto the running one) and leave as soon as they finish (their rows are dropped, and columns that
-became padding for every row are trimmed). Positions come from the mask, so padding never shifts a row's RoPE.
+`add(rows)` prefills new rows' prompts and appends them (returning their next-token logits), `decode()` feeds
+every row its last token (returning the logits after it), `keep(indices)` drops the rows that finished. A row's
+next input is always `rows[i].completion_ids[-1]`.
+
+- `SlotBatch` runs the compact Llama forward (`reef.inference.local.llama`): keys and values in preallocated
+  slots, written in place; the adapter as LoRA factors read from peft.
+- `DecodeBatch` runs any transformers model (with the adapter selected in peft) on one left-padded
+  `DynamicCache` and its attention mask: new rows' caches are padded on the left and stacked onto the running
+  one, columns that became padding for every row are trimmed, and positions come from the mask, so padding never
+  shifts a row's rotary positions.
 """
 
 from __future__ import annotations
@@ -13,18 +20,78 @@ from typing import Any
 import torch
 from transformers import DynamicCache
 
+from reef.inference.local.adapters import AdapterSet
+from reef.inference.local.llama import LlamaForward
 
-class DecodeBatch:
-    """One adapter group's running rows (`rows[i]` owns row i of the cache, `mask` and `last`)."""
 
-    def __init__(self) -> None:
+class Batch:
+    """Rows that decode together under one adapter (`adapter` None = the base weights)."""
+
+    def __init__(self, adapters: AdapterSet, adapter: str | None, pad_id: int) -> None:
         self.rows: list[Any] = []
-        self.cache: DynamicCache | None = None
-        self.mask: torch.Tensor | None = None  # [rows, cached length], 1 = a real token
-        self.last: torch.Tensor | None = None  # [rows] the token each row feeds next
+        self._adapters, self._adapter, self._pad_id = adapters, adapter, pad_id
 
     def __len__(self) -> int:
         return len(self.rows)
+
+    def _last(self, device: Any) -> torch.Tensor:
+        return torch.tensor([row.completion_ids[-1] for row in self.rows], dtype=torch.long, device=device)
+
+    def add(self, rows: list[Any]) -> torch.Tensor:
+        raise NotImplementedError
+
+    def decode(self) -> torch.Tensor:
+        raise NotImplementedError
+
+    def keep(self, keep: list[int]) -> None:
+        raise NotImplementedError
+
+
+class SlotBatch(Batch):
+    """Rows on the compact Llama forward; see the module docstring."""
+
+    def __init__(self, forward: LlamaForward, adapters: AdapterSet, adapter: str | None, pad_id: int) -> None:
+        super().__init__(adapters, adapter, pad_id)
+        self._forward = forward
+        self._cache = forward.new_cache()
+
+    def add(self, rows: list[Any]) -> torch.Tensor:
+        lora = self._adapters.lora(self._adapter)
+        before = self._cache.rows
+        try:
+            logits = self._forward.prefill(self._cache, [row.prompt_ids for row in rows], self._pad_id, lora)
+        except BaseException:
+            self._cache.keep(list(range(before)))  # the running rows stay as they were
+            raise
+        for row in rows:
+            row.precision = self._forward.precision
+        self.rows.extend(rows)
+        return logits
+
+    def decode(self) -> torch.Tensor:
+        return self._forward.decode(self._cache, self._last(self._forward.device), self._adapters.lora(self._adapter))
+
+    def keep(self, keep: list[int]) -> None:
+        if len(keep) != len(self.rows):
+            self._cache.keep(keep)
+            self.rows = [self.rows[i] for i in keep]
+
+
+class DecodeBatch(Batch):
+    """Rows on the transformers model; see the module docstring."""
+
+    def __init__(self, adapters: AdapterSet, adapter: str | None, pad_id: int) -> None:
+        super().__init__(adapters, adapter, pad_id)
+        self.cache: DynamicCache | None = None
+        self.mask: torch.Tensor | None = None  # [rows, cached length], 1 = a real token
+
+    def add(self, rows: list[Any]) -> torch.Tensor:
+        with self._adapters.selected(self._adapter):
+            logits, cache, mask = self.prefill(self._adapters.model, [row.prompt_ids for row in rows], self._pad_id)
+        self.join(rows, cache, mask)
+        for row in rows:
+            row.precision = str(self._adapters.model.dtype).removeprefix("torch.")
+        return logits
 
     @staticmethod
     def prefill(model: Any, prompts: list[list[int]], pad_id: int) -> tuple[torch.Tensor, DynamicCache, torch.Tensor]:
@@ -49,11 +116,10 @@ class DecodeBatch:
         )
         return out.logits[:, -1, :], cache, mask
 
-    def join(self, rows: list[Any], cache: DynamicCache, mask: torch.Tensor, last: list[int]) -> None:
+    def join(self, rows: list[Any], cache: DynamicCache, mask: torch.Tensor) -> None:
         """Stack prefilled rows onto the running ones, padding whichever cache is shorter on the left."""
-        last_tensor = torch.tensor(last, dtype=torch.long, device=mask.device)
-        if self.cache is None or self.mask is None or self.last is None or not self.rows:
-            self.rows, self.cache, self.mask, self.last = list(rows), cache, mask, last_tensor
+        if self.cache is None or self.mask is None or not self.rows:
+            self.rows, self.cache, self.mask = list(rows), cache, mask
             return
         width = max(self.mask.shape[1], mask.shape[1])
         layers: list[Any] = list(self.cache.layers)
@@ -62,21 +128,21 @@ class DecodeBatch:
             mine.keys = torch.cat([_pad_left(mine.keys, width), _pad_left(theirs.keys, width)], dim=0)
             mine.values = torch.cat([_pad_left(mine.values, width), _pad_left(theirs.values, width)], dim=0)
         self.mask = torch.cat([_pad_left(self.mask, width), _pad_left(mask, width)], dim=0)
-        self.last = torch.cat([self.last, last_tensor])
         self.rows.extend(rows)
 
-    def decode(self, model: Any) -> torch.Tensor:
-        """One decode step for every row: feed `last`, return the next-token logits [rows, vocab]."""
-        assert self.mask is not None and self.last is not None
+    def decode(self) -> torch.Tensor:
+        assert self.mask is not None
+        model = self._adapters.model
         positions = self.mask.sum(dim=1, keepdim=True)
         self.mask = torch.cat([self.mask, torch.ones_like(self.mask[:, :1])], dim=1)
-        out = model(
-            input_ids=self.last.unsqueeze(1),
-            attention_mask=self.mask,
-            position_ids=positions,
-            use_cache=True,
-            **{_cache_keyword(model): self.cache},
-        )
+        with self._adapters.selected(self._adapter):
+            out = model(
+                input_ids=self._last(self.mask.device).unsqueeze(1),
+                attention_mask=self.mask,
+                position_ids=positions,
+                use_cache=True,
+                **{_cache_keyword(model): self.cache},
+            )
         return out.logits[:, -1, :]
 
     def keep(self, keep: list[int]) -> None:
@@ -84,12 +150,11 @@ class DecodeBatch:
         if len(keep) == len(self.rows):
             return
         if not keep:
-            self.rows, self.cache, self.mask, self.last = [], None, None, None
+            self.rows, self.cache, self.mask = [], None, None
             return
-        assert self.cache is not None and self.mask is not None and self.last is not None
+        assert self.cache is not None and self.mask is not None
         index = torch.tensor(keep, dtype=torch.long, device=self.mask.device)
         self.mask = self.mask.index_select(0, index)
-        self.last = self.last.index_select(0, index)
         self.rows = [self.rows[i] for i in keep]
         start = int(self.mask.any(dim=0).int().argmax())  # first column some row still uses
         self.mask = self.mask[:, start:]

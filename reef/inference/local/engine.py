@@ -16,6 +16,7 @@ from reef.core.scenarios import Dialect
 from reef.core.settings import InferenceSettings
 from reef.inference.base import Completion, CompletionStream, Engine, RequestContext
 from reef.inference.local.adapters import AdapterSet, Binding, Bindings, binding_for
+from reef.inference.local.llama import LlamaForward, bfloat16_supported, supports
 from reef.inference.local.model_files import load_base_model, resolve_device, resolve_model_path
 from reef.inference.local.request import RequestSetup, prompt_ids_of, raise_failure, submit, to_chat
 from reef.inference.local.scheduler import Failed, Scheduler
@@ -39,6 +40,7 @@ class LocalEngine(Engine):
         self._setup: RequestSetup | None = None
         self._adapters: AdapterSet | None = None
         self._vocab_size = 0
+        self.compact: LlamaForward | None = None  # the compact forward, where it reproduces the model
         self._created = int(time.time())
         self.model_dir: Path | None = None
         self.model_name = settings.served_model_name or _display_name(settings.model_path)
@@ -62,23 +64,26 @@ class LocalEngine(Engine):
         eos_ids = _eos_ids(model, tokenizer)
         warm(tokenizer)
         self._adapters = AdapterSet(model, settings.max_resident_adapters)
+        self.compact = compact_forward(model, device, settings.dtype)
         scheduler = Scheduler(
             self._adapters,
             pad_id=tokenizer.pad_token_id,
             eos_ids=eos_ids,
             max_batch_size=settings.max_batch_size,
             max_queue=settings.max_queue,
+            compact=self.compact,
         )
         scheduler.start()
         self._vocab_size = int(model.config.vocab_size)
         max_positions = int(getattr(model.config, "max_position_embeddings", 0) or 1 << 20)
         self._setup = RequestSetup(tokenizer, scheduler, self._bindings, settings.default_max_new_tokens, max_positions)
         log.info(
-            "local model %s loaded from %s on %s in %.1fs",
+            "local model %s loaded from %s on %s in %.1fs (%s)",
             self.model_name,
             self.model_dir,
             device,
             time.perf_counter() - started,
+            "transformers forward" if self.compact is None else f"compact forward, {self.compact.precision} matmuls",
         )
 
     @property
@@ -116,10 +121,16 @@ class LocalEngine(Engine):
 
         def forward() -> list[float]:
             # On the scheduler thread, between decode steps: it alone may load adapters or run the model.
-            if binding.adapter_name is not None and binding.adapter_path is not None:
-                adapters.ensure(binding.adapter_name, binding.adapter_path, scheduler.in_use())
-            with adapters.selected(binding.adapter_name), torch.inference_mode():
-                return completion_logprobs(adapters.model, prompt_ids, completion_ids)
+            # Scored by the forward that would sample these tokens, so scores and recorded log-probs agree.
+            name = binding.adapter_name
+            if name is not None and binding.adapter_path is not None:
+                adapters.ensure(name, binding.adapter_path, scheduler.in_use())
+            with torch.inference_mode():
+                if self.compact is not None and adapters.compact(name):
+                    scores: list[float] = self.compact.score(prompt_ids, completion_ids, adapters.lora(name)).tolist()
+                    return scores
+                with adapters.selected(name):
+                    return completion_logprobs(adapters.model, prompt_ids, completion_ids)
 
         scores: list[float] = await asyncio.wrap_future(scheduler.call(forward))
         return scores
@@ -147,6 +158,15 @@ class LocalEngine(Engine):
         if self._setup is not None:
             await asyncio.to_thread(self._setup.scheduler.stop)
             self._setup = None
+
+
+def compact_forward(model: Any, device: str, dtype: str) -> LlamaForward | None:
+    """The compact forward for `model` on a CPU, with bfloat16 matmuls where `dtype` (`auto`: where this CPU runs
+    them natively) says so; None where it does not apply (CUDA, float16, a model it does not reproduce)."""
+    if device != "cpu" or dtype == "float16" or not supports(model):
+        return None
+    bfloat16 = dtype == "bfloat16" or (dtype == "auto" and bfloat16_supported())
+    return LlamaForward(model, torch.bfloat16 if bfloat16 else torch.float32)
 
 
 def _display_name(model_path: str) -> str:

@@ -20,8 +20,9 @@ import torch
 
 from reef.core.errors import Unavailable
 from reef.inference.local.adapters import AdapterSet, Binding
-from reef.inference.local.decode_batch import DecodeBatch
+from reef.inference.local.decode_batch import Batch, DecodeBatch, SlotBatch
 from reef.inference.local.detokenize import TextTracker
+from reef.inference.local.llama import LlamaForward
 from reef.inference.local.sampling import Choice, SamplingParams, pick_tokens
 from reef.inference.local.structured import Constraint
 
@@ -65,15 +66,23 @@ class Sequence:
     logprobs: list[float] = dataclasses.field(default_factory=list)
     cancelled: bool = False  # set by the asyncio side when the client goes away
     constraint: Constraint | None = None  # the `response_format` grammar's state, when the request has one
+    precision: str = ""  # the dtype of the matmuls that computed its tokens' distributions (set when admitted)
 
 
 class Scheduler:
     """Owns the model while running; every model access (forwards, adapter loads) happens on its thread."""
 
     def __init__(
-        self, adapters: AdapterSet, pad_id: int, eos_ids: set[int], max_batch_size: int, max_queue: int
+        self,
+        adapters: AdapterSet,
+        pad_id: int,
+        eos_ids: set[int],
+        max_batch_size: int,
+        max_queue: int,
+        compact: LlamaForward | None = None,
     ) -> None:
         self._adapters = adapters
+        self._compact = compact  # the compact forward, for the model and adapters it reproduces
         self._pad_id = pad_id
         self._eos_ids = tuple(sorted(eos_ids))
         self._max_batch_size = max_batch_size
@@ -81,7 +90,7 @@ class Scheduler:
         self._wake = threading.Condition()
         self._waiting: collections.deque[Sequence] = collections.deque()
         self._calls: collections.deque[tuple[Callable[[], Any], concurrent.futures.Future[Any]]] = collections.deque()
-        self._groups: dict[str | None, DecodeBatch] = {}
+        self._groups: dict[str | None, Batch] = {}
         self._stopping = False
         self._thread = threading.Thread(target=self._run, name="reef-local-engine", daemon=True)
 
@@ -179,38 +188,39 @@ class Scheduler:
                     continue
             by_adapter.setdefault(binding.adapter_name, []).append(sequence)
         for name, sequences in by_adapter.items():
+            group = self._groups.get(name) or self._new_batch(name)
             try:
-                with self._adapters.selected(name):
-                    logits, cache, mask = DecodeBatch.prefill(
-                        self._adapters.model, [s.prompt_ids for s in sequences], self._pad_id
-                    )
+                logits = group.add(sequences)
             except Exception as exc:
                 log.exception("prefill failed")
                 for sequence in sequences:
                     sequence.emit(Failed(f"the local engine failed: {exc}"))
                 continue
+            self._groups[name] = group
+            running = len(group) - len(sequences)
             keep = self._advance(sequences, logits)
-            if keep:
-                group = self._groups.setdefault(name, DecodeBatch())
-                index = torch.tensor(keep, dtype=torch.long, device=mask.device)
-                cache.batch_select_indices(index)
-                rows = [sequences[i] for i in keep]
-                group.join(rows, cache, mask.index_select(0, index), [s.completion_ids[-1] for s in rows])
+            self._keep(name, group, list(range(running)) + [running + i for i in keep])
 
-    def _step(self, name: str | None, group: DecodeBatch) -> None:
+    def _keep(self, name: str | None, group: Batch, keep: list[int]) -> None:
+        group.keep(keep)
+        if not keep:
+            del self._groups[name]  # with its cache: an idle adapter holds no memory
+
+    def _new_batch(self, name: str | None) -> Batch:
+        if self._compact is not None and self._adapters.compact(name):
+            return SlotBatch(self._compact, self._adapters, name, self._pad_id)
+        return DecodeBatch(self._adapters, name, self._pad_id)
+
+    def _step(self, name: str | None, group: Batch) -> None:
         try:
-            with self._adapters.selected(name):
-                logits = group.decode(self._adapters.model)
+            logits = group.decode()
         except Exception as exc:
             log.exception("decode step failed")
             for sequence in group.rows:
                 sequence.emit(Failed(f"the local engine failed: {exc}"))
-            group.keep([])
+            self._keep(name, group, [])
             return
-        keep = self._advance(group.rows, logits)
-        assert group.last is not None
-        group.last = torch.tensor([s.completion_ids[-1] for s in group.rows], dtype=torch.long, device=logits.device)
-        group.keep(keep)
+        self._keep(name, group, self._advance(group.rows, logits))
 
     def _advance(self, sequences: list[Sequence], logits: torch.Tensor) -> list[int]:
         """Pick each row's next token, emit it; return the indices of rows that go on decoding."""
@@ -262,7 +272,7 @@ class Scheduler:
         for group in self._groups.values():
             for sequence in group.rows:
                 sequence.emit(Failed(message))
-            group.keep([])
+        self._groups.clear()
         with self._wake:
             waiting, self._waiting = list(self._waiting), collections.deque()
             calls, self._calls = list(self._calls), collections.deque()

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -14,6 +16,7 @@ from reef.core.scenarios import Dialect
 from reef.core.settings import InferenceSettings
 from reef.inference.base import RequestContext
 from reef.inference.local import load_base_model, render_prompt_ids
+from reef.inference.local.engine import LocalEngine
 from reef.inference.upstream import UpstreamEngine
 
 pytestmark = pytest.mark.model
@@ -31,6 +34,17 @@ def random_adapter(model_dir: Path, out_dir: Path) -> Path:
     config = LoraConfig(r=8, lora_alpha=16, target_modules=["q_proj", "v_proj"], init_lora_weights=False)
     get_peft_model(model, config).save_pretrained(out_dir)
     return out_dir
+
+
+@pytest.fixture(scope="module")
+def engine(local_settings: InferenceSettings) -> Iterator[LocalEngine]:
+    """In float32, where scores, recorded log-probs and a transformers forward agree to float rounding (the
+    bfloat16 engine's agreement is checked in test_compact_forward.py)."""
+    engine = LocalEngine(local_settings.model_copy(update={"dtype": "float32"}))
+    asyncio.run(engine.start())
+    assert engine.compact is not None and engine.compact.precision == "float32"
+    yield engine
+    asyncio.run(engine.aclose())
 
 
 def release(scenario: str, release_id: str) -> Release:
