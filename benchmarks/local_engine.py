@@ -1,9 +1,11 @@
 """Local engine throughput on this machine: one stream, 8 and 16 concurrent, versus plain `model.generate`.
 
 Every request decodes exactly `--new-tokens` tokens (min_tokens = max_tokens, ignore_eos), greedy.
-Prints a table: tokens/s, first-token latency, adapter activation time and peak RSS.
+Prints a table: tokens/s (each as a ratio to plain `generate` on the same weights and threads, measured in the
+same run), first-token latency, adapter activation time, peak RSS, and how far the log-probs the engine records
+for sampled (temperature 1) completions are from a float32 transformers recomputation of the same tokens.
 
-    python benchmarks/local_engine.py [--model smollm2] [--new-tokens 128]
+    python benchmarks/local_engine.py [--model smollm2] [--new-tokens 128] [--dtype auto|float32|bfloat16]
 """
 
 from __future__ import annotations
@@ -86,6 +88,28 @@ def plain_generate(model_dir: Path, count: int, new_tokens: int) -> float:
     return tokens / (time.perf_counter() - started)
 
 
+async def recorded_gap(engine: LocalEngine, model_dir: Path, count: int = 8) -> tuple[float, float, float, int]:
+    """(mean |Δ|, max |Δ|, std of exp(Δ), tokens): Δ = recorded log-prob − float32 recomputation, on `count`
+    concurrently sampled completions (temperature 1)."""
+    bodies = [
+        {"messages": request(i, 64)["messages"], "temperature": 1.0, "seed": i, "max_tokens": 64} for i in range(count)
+    ]
+    ctx = RequestContext("bench")
+    completions = await asyncio.gather(*(engine.complete(Dialect.CHAT, body, ctx) for body in bodies))
+    model, _ = load_base_model(model_dir, "cpu", "float32")
+    deltas: list[torch.Tensor] = []
+    with torch.inference_mode():
+        for completion in completions:
+            training = completion.training
+            assert training is not None
+            prompt, ids = training["prompt_token_ids"], training["completion_token_ids"]
+            logits = model(input_ids=torch.tensor([prompt + ids[:-1]])).logits[0, len(prompt) - 1 :]
+            exact = torch.log_softmax(logits.float(), dim=-1).gather(1, torch.tensor(ids).unsqueeze(1)).squeeze(1)
+            deltas.append(torch.tensor(training["logprobs"]) - exact)
+    delta = torch.cat(deltas)
+    return float(delta.abs().mean()), float(delta.abs().max()), float(delta.exp().std()), int(delta.numel())
+
+
 def make_adapter(model_dir: Path, out_dir: Path) -> Path:
     """A rank-16 LoRA on all seven projections (untrained: activation time does not depend on the values)."""
     from peft import LoraConfig, get_peft_model
@@ -101,9 +125,15 @@ async def main() -> None:
     parser.add_argument("--model", default="smollm2")
     parser.add_argument("--new-tokens", type=int, default=128)
     parser.add_argument("--cache-dir", type=Path, default=Path("~/.cache/reef/models"))
+    parser.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16"])
     args = parser.parse_args()
     settings = InferenceSettings(
-        backend="local", model_path=args.model, model_cache_dir=args.cache_dir, device="cpu", max_batch_size=16
+        backend="local",
+        model_path=args.model,
+        model_cache_dir=args.cache_dir,
+        device="cpu",
+        dtype=args.dtype,
+        max_batch_size=16,
     )
     engine = LocalEngine(settings)
     started = time.perf_counter()
@@ -120,23 +150,31 @@ async def main() -> None:
         started = time.perf_counter()
         await engine.activate("bench", release, adapter)
         activation_s = time.perf_counter() - started
+    await engine.activate("bench", None, None)
+    gap_mean, gap_max, ratio_std, gap_tokens = await recorded_gap(engine, engine.model_dir)
+    forward = "transformers" if engine.compact is None else f"compact, {engine.compact.precision} matmuls"
     await engine.aclose()
     plain = plain_generate(engine.model_dir, 8, args.new_tokens)
     rows += [
-        (f"1 stream, {args.new_tokens} new tokens", f"{single:.1f} tok/s"),
-        ("8 concurrent streams (aggregate)", f"{eight:.1f} tok/s  ({eight / single:.1f}x one)"),
-        ("16 concurrent streams (aggregate)", f"{sixteen:.1f} tok/s  ({sixteen / single:.1f}x one)"),
-        ("plain model.generate, 8 one at a time", f"{plain:.1f} tok/s  (8 concurrent = {eight / plain:.1f}x)"),
+        ("forward", forward),
+        ("plain model.generate, 8 one at a time (baseline)", f"{plain:.1f} tok/s"),
+        (f"1 stream, {args.new_tokens} new tokens", f"{single:.1f} tok/s  ({single / plain:.2f}x baseline)"),
+        ("8 concurrent streams (aggregate)", f"{eight:.1f} tok/s  ({eight / plain:.1f}x baseline)"),
+        ("16 concurrent streams (aggregate)", f"{sixteen:.1f} tok/s  ({sixteen / plain:.1f}x baseline)"),
         (
             "first-token latency: 1 / 8 / 16 concurrent (median)",
             f"{single_first * 1000:.0f} / {eight_first * 1000:.0f} / {sixteen_first * 1000:.0f} ms",
         ),
         ("adapter activation (r=16, 7 projections)", f"{activation_s * 1000:.0f} ms"),
+        (
+            f"recorded − float32 log-prob ({gap_tokens} sampled tokens)",
+            f"mean |Δ| {gap_mean:.4f}, max {gap_max:.3f}, std of exp(Δ) {ratio_std:.4f}",
+        ),
         ("peak RSS", f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB"),
         ("torch threads", str(torch.get_num_threads())),
     ]
     width = max(len(name) for name, _ in rows)
-    print(f"\nLocal engine ({args.model}, CPU)\n" + "-" * (width + 30))
+    print(f"\nLocal engine ({args.model}, CPU, --dtype {args.dtype})\n" + "-" * (width + 30))
     for name, value in rows:
         print(f"{name:<{width}}  {value}")
 

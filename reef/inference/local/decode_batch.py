@@ -21,7 +21,7 @@ import torch
 from transformers import DynamicCache
 
 from reef.inference.local.adapters import AdapterSet
-from reef.inference.local.llama import LlamaForward
+from reef.inference.local.llama import LlamaForward, SlotCache
 
 
 class Batch:
@@ -53,15 +53,17 @@ class SlotBatch(Batch):
     def __init__(self, forward: LlamaForward, adapters: AdapterSet, adapter: str | None, pad_id: int) -> None:
         super().__init__(adapters, adapter, pad_id)
         self._forward = forward
-        self._cache = forward.new_cache()
+        self._cache: SlotCache | None = None  # taken when the first rows arrive, given back when the last leave
 
     def add(self, rows: list[Any]) -> torch.Tensor:
         lora = self._adapters.lora(self._adapter)
-        before = self._cache.rows
+        if self._cache is None:
+            self._cache = self._forward.new_cache()
+        cache, before = self._cache, self._cache.rows
         try:
-            logits = self._forward.prefill(self._cache, [row.prompt_ids for row in rows], self._pad_id, lora)
+            logits = self._forward.prefill(cache, [row.prompt_ids for row in rows], self._pad_id, lora)
         except BaseException:
-            self._cache.keep(list(range(before)))  # the running rows stay as they were
+            cache.keep(list(range(before)))  # the running rows stay as they were
             raise
         for row in rows:
             row.precision = self._forward.precision
@@ -69,10 +71,17 @@ class SlotBatch(Batch):
         return logits
 
     def decode(self) -> torch.Tensor:
+        assert self._cache is not None
         return self._forward.decode(self._cache, self._last(self._forward.device), self._adapters.lora(self._adapter))
 
     def keep(self, keep: list[int]) -> None:
-        if len(keep) != len(self.rows):
+        if not keep:
+            if self._cache is not None:
+                self._forward.release(self._cache)  # the next batch reuses its memory
+            self._cache = None
+            self.rows = []
+        elif len(keep) != len(self.rows):
+            assert self._cache is not None
             self._cache.keep(keep)
             self.rows = [self.rows[i] for i in keep]
 

@@ -84,7 +84,8 @@ class SlotCache:
     """Keys and values of up to `rows` sequences, each in its own slot from position 0; grows by doubling.
 
     `lengths[i]` is how many positions slot i holds. Rows 0 … n−1 are the live ones: a row that leaves is
-    replaced by the last live row (one slot copied), so a step always works on a prefix of the slots.
+    replaced by the next live row (its slot copied), so a step always works on a prefix of the slots. Positions
+    past a row's length hold stale (finite) values that attention masks out.
     """
 
     def __init__(self, layers: int, kv_heads: int, head_dim: int, dtype: torch.dtype, device: Any) -> None:
@@ -98,6 +99,12 @@ class SlotCache:
     @property
     def rows(self) -> int:
         return int(self.lengths.shape[0])
+
+    @property
+    def capacity(self) -> int:
+        """Positions allocated in all (rows × positions)."""
+        rows, _, positions, _ = self.keys[0].shape
+        return int(rows * positions)
 
     def _allocate(self, rows: int, positions: int) -> None:
         layers, kv_heads, head_dim = self._shape
@@ -160,12 +167,23 @@ class LlamaForward:
         self._inv_freq = rotary.inv_freq.float()
         self._rope_scale = float(getattr(rotary, "attention_scaling", 1.0))
         self.layers = [_fuse(layer, dtype) for layer in inner.layers]
+        self._spare: SlotCache | None = None
         self.dtype = dtype
         self.precision = str(dtype).removeprefix("torch.")  # as records name it
         self.device = self.embed.device
 
     def new_cache(self) -> SlotCache:
+        """An empty cache: the one last given back with `release` if any (its memory is reused), else a new one."""
+        if self._spare is not None:
+            cache, self._spare = self._spare, None
+            return cache
         return SlotCache(len(self.layers), self.kv_heads, self.head_dim, torch.float32, self.device)
+
+    def release(self, cache: SlotCache) -> None:
+        """Keep an emptied cache for the next `new_cache` (one is kept: the larger)."""
+        cache.keep([])
+        if self._spare is None or cache.capacity > self._spare.capacity:
+            self._spare = cache
 
     def prefill(
         self, cache: SlotCache, prompts: list[list[int]], pad_id: int, lora: LoraWeights | None
@@ -239,13 +257,16 @@ class LlamaForward:
                 keys[rows, :, :steps] = k
                 values[rows, :, :steps] = v
                 attended = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+                attended = attended.transpose(1, 2).reshape(batch, steps, q_size)
             else:
                 keys[row_index, :, decode_at] = k[:, :, 0]
                 values[row_index, :, decode_at] = v[:, :, 0]
+                # One query per row: the query heads that share a key head attend as that head's "positions"
+                # (head h uses key head h // group), so keys and values are never repeated per query head.
+                grouped = q.reshape(batch, kv_heads, heads // kv_heads, head_dim)
                 attended = F.scaled_dot_product_attention(
-                    q, keys[rows, :, :span], values[rows, :, :span], attn_mask=mask, enable_gqa=True
-                )
-            attended = attended.transpose(1, 2).reshape(batch, steps, q_size)
+                    grouped, keys[rows, :, :span], values[rows, :, :span], attn_mask=mask
+                ).reshape(batch, steps, q_size)
             hidden = hidden + _project(attended, layer.o, adapter, (("o_proj", 0, self.hidden),))
             x = _rms_norm(hidden, layer.post_norm, self.eps)
             gate_up = _project(
