@@ -99,7 +99,10 @@ def resolve_device(device: str) -> str:
 
 
 def resolve_dtype(dtype: str, device: str) -> Any:
-    """`auto` means bfloat16 on CUDA and float32 on CPU (CPU bf16 matmuls are slower here)."""
+    """The transformers model's dtype: `auto` means bfloat16 on CUDA and float32 on CPU.
+
+    On a CPU, bfloat16 pays off only through matmuls on weights packed for it, which the compact forward does
+    with its own copies (`reef.inference.local.llama`); transformers' unpacked bfloat16 matmuls are no faster."""
     import torch
 
     if dtype == "auto":

@@ -140,8 +140,18 @@ def pick_tokens(
             if mask is not None:
                 logits[row].masked_fill_(~mask, -math.inf)
     chosen = torch.argmax(logits, dim=-1).tolist()
+    # Rows with no seed and no top_p draw together (one softmax and one multinomial for all of them); a seeded row
+    # draws from its own generator and a top_p row from its own nucleus.
+    together = [r for r, p in enumerate(params) if not p.greedy and p.top_p >= 1.0 and generators[r] is None]
+    if together:
+        index = torch.tensor(together, device=logits.device)
+        temperature = torch.tensor([params[r].temperature for r in together], device=logits.device).unsqueeze(1)
+        drawn = torch.multinomial(torch.softmax(logits.index_select(0, index) / temperature, dim=-1), 1)
+        for row, token in zip(together, drawn.squeeze(1).tolist(), strict=True):
+            chosen[row] = token
+    alone = set(together)
     for row, p in enumerate(params):
-        if not p.greedy:
+        if not p.greedy and row not in alone:
             chosen[row] = _sample(logits[row], p, generators[row])
     picked = logprobs.gather(1, torch.tensor(chosen).unsqueeze(1)).squeeze(1).tolist()
     choices = []

@@ -78,6 +78,21 @@ def test_picked_tokens_carry_temperature_one_logprobs_and_respect_banned_ids():
     assert pick_tokens(logits[:1], [sampled], [torch.Generator().manual_seed(0)], [()])[0].token_id == 1
 
 
+def test_unseeded_rows_draw_together_from_their_own_temperatures_and_never_pick_a_banned_id():
+    torch.manual_seed(0)
+    logits = torch.tensor([[0.0, 1.0, 0.5], [0.0, 1.0, 0.5], [3.0, 0.0, 0.0]]).repeat(200, 1)
+    hot, cold = SamplingParams(4, temperature=2.0), SamplingParams(4, temperature=0.05)
+    params = [hot, cold, hot] * 200
+    choices = pick_tokens(logits, params, [None] * 600, [(), (), (0,)] * 200)
+    picked = torch.tensor([c.token_id for c in choices]).view(200, 3)
+    assert (picked[:, 1] == 1).all()  # near-greedy at temperature 0.05
+    assert (picked[:, 2] != 0).all()  # the banned id, although it has the largest logit
+    counts = torch.bincount(picked[:, 0], minlength=3).float() / 200
+    expected = torch.softmax(logits[0] / 2.0, dim=-1)
+    assert (counts - expected).abs().max() < 0.12  # drawn at temperature 2 (±4 standard errors)
+    assert all(c.logprob == pytest.approx(float(torch.log_softmax(logits[0], -1)[c.token_id])) for c in choices[:2])
+
+
 def test_text_that_may_begin_a_stop_string_is_held_back_and_the_stop_string_is_cut(tokenizer):
     tracker = TextTracker(tokenizer, ("STOP",))
     pieces = [tracker.push(t) for t in tokenizer("Hello world ST", add_special_tokens=False)["input_ids"]]
