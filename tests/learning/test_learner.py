@@ -218,7 +218,7 @@ async def test_records_a_processor_asks_for_are_read_back_by_id(tmp_path):
     world = await started(make_world(tmp_path))
     (early,) = world.records.append([Record.new("math", "inference", {"request": {}}, created_at=time.time())])
     assert await world.runtime.step("math") is None  # the learner has read past it
-    processor = world.runtime._learners["math"]._processor
+    processor = world.runtime.scenarios.learners["math"]._processor
     assert processor.ingested.count(early.agent_record_id) == 1
     processor.wanted = lambda: [early.agent_record_id, "rec_never_stored"]  # e.g. let go of, then cited
     await world.runtime.step("math")
