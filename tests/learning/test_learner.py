@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from reef.learning.learner import MAX_ATTEMPTS
+from reef.learning.steps import MAX_ATTEMPTS
 from tests.fakes.learning_recipe import FileRecipe
 from tests.fakes.learning_world import QUESTIONS, consumed_steps, make_world, started
 from tests.fakes.training_backend import FakeTrainingBackend
