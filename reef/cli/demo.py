@@ -3,39 +3,34 @@
 It starts `reef serve`, measures a held-out test set through the API, then for each round sends training
 prompts, grades the answers, reports the grades, waits for the learner to train → evaluate → publish → go
 live, and measures the held-out set again. Three disjoint splits (`demo_tasks`): training prompts, a
-validation split the learner's evaluation gate uses, and the test split the reported score comes from.
+validation split the learner's evaluation gate uses, and the test split the reported score comes from. The
+rounds are `demo_rounds`; what was measured, and how it is shown, is `demo_result`.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import dataclasses
 import json
 import shutil
 import signal
-import sys
 import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 
-from reef.cli.demo_api import Answer, Measurement, ReefAPI
 from reef.cli.demo_distillation import TEACHER_SCENARIO, teacher_kl_figures
 from reef.cli.demo_phases import two_phases
 from reef.cli.demo_recipes import PROFILES, RecipeProfile
-from reef.cli.demo_report import write_report
+from reef.cli.demo_result import DemoRun, finish
+from reef.cli.demo_rounds import MEASURE_MAX_TOKENS, run_rounds
 from reef.cli.demo_server import ReefServer, ServerFailed, free_port, serve_command
-from reef.cli.demo_tasks import DemoTask, generate, is_exact, training_rounds
+from reef.cli.demo_tasks import DemoTask, generate
 
 TEST_TASKS = 35  # five per family
 VALIDATION_TASKS = 14  # two per family: the gate runs every step, twice (candidate and current)
-MEASURE_MAX_TOKENS = 8  # a right answer is at most 4 tokens and the end of turn
-MIN_STEP_WAIT_S = 180.0
-MAX_SENDS_PER_ROUND = 12  # grouped recipes: top-ups while the learner waits for a full batch
 STARTUP_TIMEOUT_S = 600.0
 
 
@@ -69,56 +64,6 @@ def add_demo_command(subparsers: Any) -> None:
         "--teacher-rounds", type=int, default=8, help="opd: sft rounds that train the teacher first (default 8)"
     )
     parser.set_defaults(handler=run_demo)
-
-
-@dataclasses.dataclass
-class DemoRun:
-    """Everything the demo measured; `to_json` is what `--json` prints."""
-
-    recipe: str
-    metric: str = "exact"  # which held-out figure is the headline: `exact` or `partial`
-    baseline: Measurement | None = None
-    final: Measurement | None = None
-    rounds: list[dict[str, Any]] = dataclasses.field(default_factory=list)
-    wall_s: float = 0.0
-    startup_s: float = 0.0
-    settings: dict[str, Any] = dataclasses.field(default_factory=dict)
-    error: str | None = None
-    extra: dict[str, Any] = dataclasses.field(default_factory=dict)  # a recipe's own figures (opd: its teacher)
-
-    def to_json(self) -> dict[str, Any]:
-        baseline = self.baseline.score(self.metric) if self.baseline else None
-        final = self.final.score(self.metric) if self.final else None
-        result = {
-            "recipe": self.recipe,
-            "metric": self.metric,
-            "baseline": baseline,
-            "final": final,
-            "improvement": round(final - baseline, 4) if baseline is not None and final is not None else None,
-            "baseline_ci95": self.baseline.interval(self.metric) if self.baseline else None,
-            "final_ci95": self.final.interval(self.metric) if self.final else None,
-            "baseline_exact": self.baseline.exact if self.baseline else None,
-            "final_exact": self.final.exact if self.final else None,
-            "baseline_acceptance": self.baseline.acceptance if self.baseline else None,
-            "final_acceptance": self.final.acceptance if self.final else None,
-            "baseline_partial": self.baseline.partial if self.baseline else None,
-            "final_partial": self.final.partial if self.final else None,
-            "baseline_by_family": self.baseline.by_family if self.baseline else None,
-            "final_by_family": self.final.by_family if self.final else None,
-            "rounds": self.rounds,
-            "published": sum(1 for r in self.rounds if r.get("verdict") == "published"),
-            "wall_s": round(self.wall_s, 1),
-            "startup_s": round(self.startup_s, 1),
-            "settings": self.settings,
-            "error": self.error,
-            **self.extra,
-        }
-        if self.metric == "acceptance":  # openclawrl grades no answer against a known one: no exact / partial figures
-            for key in ("baseline_exact", "final_exact", "baseline_partial", "final_partial"):
-                del result[key]
-        else:
-            del result["baseline_acceptance"], result["final_acceptance"]
-        return result
 
 
 def run_demo(args: argparse.Namespace) -> int:
@@ -205,9 +150,9 @@ def _serve(
             run.startup_s = server.wait_healthy(STARTUP_TIMEOUT_S)
             if args.recipe == "sdft" and not args.single_phase:  # its --compare sft run too
                 make_run = lambda: DemoRun(recipe=profile.recipe, metric=profile.grading)  # noqa: E731
-                asyncio.run(two_phases(_rounds, make_run, run, profile, args, url, test, console, started))
+                asyncio.run(two_phases(run_rounds, make_run, run, profile, args, url, test, console, started))
             else:
-                asyncio.run(_rounds(run, profile, args, url, test, console, started))
+                asyncio.run(run_rounds(run, profile, args, url, test, console, started))
     except ServerFailed as exc:
         run.error = str(exc)
         console.print(f"[red]reef demo: {exc}[/]")
@@ -245,184 +190,9 @@ def _compare(
     return code
 
 
-async def _rounds(
-    run: DemoRun,
-    profile: RecipeProfile,
-    args: argparse.Namespace,
-    url: str,
-    test: list[DemoTask],
-    console: Console,
-    started: float,
-) -> None:
-    api = ReefAPI(url, f"demo-{profile.recipe}")
-    try:
-        console.print("  measuring the base model on the held-out test set …")
-        run.baseline = run.final = await api.measure(test, MEASURE_MAX_TOKENS)
-        console.print(
-            f"  [bold]baseline[/] held-out exact {run.baseline.exact:.2f}  partial {run.baseline.partial:.2f}"
-        )
-        training = training_rounds(profile.prompts_per_round, args.rounds, args.seed, getattr(args, "families", None))
-        step = await api.last_step()
-        round_s: list[float] = []
-        for number in range(1, args.rounds + 1):
-            elapsed = time.monotonic() - started
-            expected = max(round_s[-3:], default=0.0)
-            if elapsed + expected > args.time_budget:
-                console.print(f"  time budget {args.time_budget:.0f} s reached after {number - 1} rounds")
-                break
-            round_started = time.monotonic()
-            # A step may take long on a busy machine: wait for it while the budget lasts (and at least a while).
-            wait_s = max(MIN_STEP_WAIT_S, args.time_budget - elapsed)
-            entry = await _one_round(api, profile, number, training, step, test, wait_s)
-            if entry["measured"] is not None:
-                run.final = Measurement(**entry["measured"])
-            step = max(step, int(entry.get("step") or step))
-            round_s.append(time.monotonic() - round_started)
-            entry["round_s"] = round(round_s[-1], 1)
-            entry["elapsed_s"] = round(time.monotonic() - started, 1)
-            entry["heldout_exact"] = run.final.exact
-            entry["heldout_partial"] = run.final.partial
-            run.rounds.append(entry)
-            _print_round(console, entry, args.rounds, run)
-            if entry["verdict"] == "timeout":
-                console.print("  the learner did not finish the step within the time budget; stopping")
-                break
-    finally:
-        await api.aclose()
-
-
-async def _one_round(
-    api: ReefAPI,
-    profile: RecipeProfile,
-    number: int,
-    training: Iterator[list[DemoTask]],
-    after_step: int,
-    test: list[DemoTask],
-    wait_s: float,
-) -> dict[str, Any]:
-    answers: list[Answer] = []
-    sent = 0
-
-    async def send(batch: list[DemoTask]) -> None:
-        nonlocal sent
-        sent += 1
-        groups = [f"r{number}-{sent}-{i}" for i in range(len(batch))]
-        jobs = [
-            (task, group, k)
-            for task, group in zip(batch, groups, strict=True)
-            for k in range(profile.samples_per_prompt)
-        ]
-        got = await asyncio.gather(
-            *(api.chat(task, profile.temperature, profile.max_tokens, {"purpose": "training"}) for task, _, _ in jobs)
-        )
-        await asyncio.gather(
-            *(
-                api.report(profile.score(answer), answer.receipt, profile.metadata(answer, group, k))
-                for answer, (_, group, k) in zip(got, jobs, strict=True)
-            )
-        )
-        answers.extend(got)
-
-    async def nudge() -> None:
-        # A grouped recipe drops groups whose answers all scored the same: send fresh prompts to fill the batch.
-        if sent < MAX_SENDS_PER_ROUND:
-            await send(next(training))
-
-    await send(next(training))
-    grouped = profile.samples_per_prompt > 1
-    outcome = await api.wait_for_step(after_step, wait_s, nudge=nudge if grouped else None)
-    commit = outcome.commit or {}
-    measured: Measurement | None = None
-    if outcome.verdict == "published":
-        # Only a newly served release can change the held-out score; otherwise the last measurement stands.
-        measured = await api.measure(test, MEASURE_MAX_TOKENS)
-    scores = [profile.score(a) for a in answers]
-    return {
-        "round": number,
-        "step": commit.get("step"),
-        "verdict": outcome.verdict,
-        "reason": commit.get("reason"),
-        "release_id": commit.get("release_id"),
-        "train_prompts": len(answers),
-        "train_score": round(sum(scores) / len(scores), 4) if scores else None,
-        "train_exact": round(sum(float(is_exact(a.task, a.text)) for a in answers) / max(len(answers), 1), 4),
-        "gate_candidate": _rounded((commit.get("metrics") or {}).get("candidate_mean")),
-        "gate_current": _rounded((commit.get("metrics") or {}).get("current_mean")),
-        "loss": _last_loss(commit),
-        # A harness step: its mutations and whether the proposer or the method's deterministic fallback made them.
-        "source": (commit.get("metrics") or {}).get("source"),
-        "mutations": _mutation_summary(commit),
-        "wait_s": outcome.waited_s,
-        "measured": measured.to_json() if measured else None,
-    }
-
-
 def _interrupt(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
 
 
-def _print_round(console: Console, entry: dict[str, Any], rounds: int, run: DemoRun) -> None:
-    verdict = entry["verdict"]
-    color = {"published": "green", "kept": "cyan", "rejected": "yellow"}.get(verdict, "red")
-    assert run.baseline is not None
-    score = entry[f"heldout_{run.metric}"]
-    gain = score - run.baseline.score(run.metric)
-    measured = "" if entry["measured"] else " (unchanged)"
-    exact = "" if run.metric == "exact" else f" · exact {entry['heldout_exact']:.2f}"
-    console.print(
-        f"  round {entry['round']:>2}/{rounds} · step {entry['step']} [{color}]{verdict}[/] · "
-        f"train score {entry['train_score'] or 0:.2f} · held-out {run.metric} [bold]{score:.2f}[/] ({gain:+.2f})"
-        f"{measured}{exact} · {entry['round_s']:.0f} s (total {entry['elapsed_s']:.0f} s)"
-    )
-
-
-def finish(run: DemoRun, args: argparse.Namespace, console: Console) -> None:
-    result = run.to_json()
-    if args.report is not None:
-        write_report(args.report, result)
-        console.print(f"  report written to {args.report}")
-    if run.baseline is not None and run.final is not None and run.metric == "acceptance":
-        low, high = result["final_ci95"]
-        console.print(
-            f"[bold]held-out acceptance {result['baseline']:.2f} → {result['final']:.2f} ({result['improvement']:+.2f})"
-            f"[/] (95% interval of the final {low:.2f}–{high:.2f}) in {run.wall_s:.0f} s, "
-            f"{result['published']} of {len(run.rounds)} steps published"
-        )
-    elif run.baseline is not None and run.final is not None:
-        console.print(
-            f"[bold]held-out {run.metric} {result['baseline']:.2f} → {result['final']:.2f} "
-            f"({result['improvement']:+.2f})[/] (95% interval of the final {result['final_ci95'][0]:.2f}–"
-            f"{result['final_ci95'][1]:.2f}; exact {run.baseline.exact:.2f} → {run.final.exact:.2f}) "
-            f"in {run.wall_s:.0f} s, "
-            f"{result['published']} of {len(run.rounds)} steps published"
-        )
-    if args.json:
-        sys.stdout.write(json.dumps(result) + "\n")
-        sys.stdout.flush()
-
-
 def _write_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
     path.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
-
-
-def _rounded(value: Any) -> float | None:
-    return round(float(value), 4) if isinstance(value, int | float) else None
-
-
-def _mutation_summary(commit: dict[str, Any]) -> list[str] | None:
-    mutations = (commit.get("metrics") or {}).get("mutations")
-    if not isinstance(mutations, list):
-        return None
-    summary = []
-    for mutation in mutations[:12]:
-        node = mutation.get("node") or {}
-        text = str((node.get("config") or {}).get("text", ""))[:80].replace("\n", " ")
-        summary.append(f"{mutation.get('op')} {node.get('kind', '')} {mutation.get('id') or node.get('id')}: {text}")
-    return summary
-
-
-def _last_loss(commit: dict[str, Any]) -> float | None:
-    losses = (commit.get("metrics") or {}).get("loss")
-    if isinstance(losses, list) and losses:
-        return _rounded(losses[-1])
-    return _rounded(losses)

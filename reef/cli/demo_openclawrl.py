@@ -24,9 +24,10 @@ from typing import Any
 
 from rich.console import Console
 
-from reef.cli.demo import STARTUP_TIMEOUT_S, DemoRun, finish
+from reef.cli.demo import STARTUP_TIMEOUT_S
 from reef.cli.demo_api import Measurement, ReefAPI, wilson_interval
 from reef.cli.demo_recipes import PROFILES, RecipeProfile
+from reef.cli.demo_result import DemoRun, finish
 from reef.cli.demo_server import ReefServer, ServerFailed, free_port, serve_command
 from reef.cli.demo_user import MAX_WORDS, Question, accepts, questions, reply
 

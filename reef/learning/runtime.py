@@ -1,16 +1,15 @@
 """The domain facade the HTTP service calls: scenarios, releases, request contexts, learners and status.
 
 Sync methods are on the hot path and answer from memory; async methods touch git or the engine and push
-blocking store calls to worker threads so the event loop keeps serving.
+blocking store calls to worker threads so the event loop keeps serving. Each scenario's life (creation, its
+learner, what other replicas publish, deletion) is `scenarios`; what its requests are served with is `serving`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
-import shutil
-import tempfile
-from pathlib import Path
 from typing import Any
 
 from reef.coordination.election import Election, SoleElection
@@ -27,27 +26,13 @@ from reef.learning.evaluation.tasks import GateTasks
 from reef.learning.gate import GateSources
 from reef.learning.growth import default_backend_factory
 from reef.learning.learner import Learner
-from reef.learning.replica import Replica
+from reef.learning.scenarios import Scenarios
 from reef.learning.search import serving_search
+from reef.learning.serving import ServingContexts, harness_system_prompt, release_dir
 from reef.releases.base import CommitLog, ReleaseStore
 from reef.storage.base import RecordStore, ScenarioInfo
 
 log = logging.getLogger(__name__)
-
-_MAX_PINNED_CONTEXTS = 4096
-
-
-HarnessPrompt = tuple[str | None, tuple[tuple[str, str], ...]]  # (system prompt, example turns)
-
-
-def harness_system_prompt(release_dir: Path) -> HarnessPrompt:
-    """What a harness release gives a plain chat agent: its system prompt and its worked examples as turns."""
-    try:
-        from reef.harness.chat import chat_harness_for
-    except ImportError:
-        return None, ()
-    chat = chat_harness_for(release_dir)
-    return chat.system_prompt, chat.example_turns
 
 
 class Runtime:
@@ -87,43 +72,36 @@ class Runtime:
             context_for=self.context_for,
             gate_for=self.gate_tasks,
             harness_prompt=harness_system_prompt,
-            release_dir=self._release_dir,
+            release_dir=functools.partial(release_dir, releases),
         )
-        # An agent whose gate runs it reads the tree from its own files: Reef prepends no harness prompt then.
-        self._prepends_prompt = not getattr(self.evaluator, "runs_agent", False)
+        self.serving = ServingContexts(
+            recipe, releases, engine, prepends_prompt=not getattr(self.evaluator, "runs_agent", False)
+        )
         self.selector = selector or default_selector(recipe, settings)
-        self._backend_factory = backend_factory or default_backend_factory(settings)
-        self._known: set[str] = set()
-        self._learners: dict[str, Learner] = {}
-        self._creation_locks: dict[str, asyncio.Lock] = {}
-        self._commit_locks: dict[str, asyncio.Lock] = {}
-        self._prompts: dict[str, HarnessPrompt] = {}  # scenario -> the serving release's chat harness
-        self._pinned: dict[tuple[str, str], RequestContext] = {}
         self._started = False
-        # Among replicas sharing the stores: one learner per scenario by election, serving releases kept current.
-        self.replica = Replica(
-            election or SoleElection(settings.reef.replica_id),
-            hints or NoHints(),
-            election_timeout_s=settings.learning.election_timeout_s,
-            release_poll_s=settings.storage.release_poll_s,
-            scenarios=lambda: sorted(self._known),
-            lead=self._lead,
-            follow=self._follow,
-            sync=self._sync,
-            elects=self.learns,
+        self.scenarios = Scenarios(
+            settings,
+            records,
+            releases,
+            commits,
+            engine,
+            recipe=recipe,
+            learns=self.learns,
+            evaluator=self.evaluator,
+            selector=self.selector,
+            backend_factory=backend_factory or default_backend_factory(settings),
+            gate=self.gate,
+            serving=self.serving,
+            election=election or SoleElection(settings.reef.replica_id),
+            hints=hints or NoHints(),
         )
+        self.replica = self.scenarios.replica
 
     # ---- lifecycle -------------------------------------------------------------------------------------------
 
     async def start(self) -> None:
         """Serve each live scenario's head release, then start (and resume) its learner."""
-        scenarios = await asyncio.to_thread(self.records.scenarios)
-        check_teacher = getattr(self.recipe, "check_teacher", None)
-        if callable(check_teacher):  # a distillation teacher release must exist before anything trains on it
-            await asyncio.to_thread(check_teacher, self.release_store, [info.name for info in scenarios])
-        for info in scenarios:
-            await self._bring_up(info.name)
-        self.replica.start()
+        scenarios = await self.scenarios.start()
         self._started = True
         log.info(
             "runtime: replica %s, %d scenarios (leading %d), recipe %s, learning %s",
@@ -136,188 +114,28 @@ class Runtime:
 
     async def stop(self) -> None:
         """Stop every learner (unacknowledged batches are retried at the next start), then give up its locks."""
-        await self.replica.stop_loops()
-        learners, self._learners = list(self._learners.values()), {}
-        await asyncio.gather(*(learner.stop() for learner in learners), return_exceptions=True)
-        await self.replica.close()
-
-    async def _bring_up(self, name: str) -> None:
-        head = await asyncio.to_thread(self.release_store.head, name)
-        if head is None:
-            head = await self._publish_base(name)
-        await self._activate(name, head)
-        self._known.add(name)
-        if self.learns:
-            await self.replica.elect(name)
-
-    async def _lead(self, name: str) -> None:
-        """This replica won the election of `name`: start its learner (resuming from the shared stores)."""
-        if name not in self._learners:
-            learner = self._new_learner(name)
-            self._learners[name] = learner
-            await learner.start()
-
-    async def _follow(self, name: str) -> None:
-        """This replica lost the lock of `name`: stop its learner (its unfinished batch stays unconsumed)."""
-        learner = self._learners.pop(name, None)
-        if learner is not None:
-            await learner.stop()
-
-    async def _sync(self, name: str) -> None:
-        """Serve `name`'s head release if another replica moved it; `""`: every scenario, and bring up the
-        scenarios created elsewhere."""
-        if not name:  # every scenario: one look at the release store for all heads
-            live = {info.name for info in await asyncio.to_thread(self.records.scenarios)}
-            for created in sorted(live - self._known):
-                await self.ensure_scenario(created)
-            for deleted in sorted(self._known - live):
-                # Read again: one created here since the listing above is live.
-                if await asyncio.to_thread(self.records.scenario, deleted) is None:
-                    await self._forget(deleted)
-            heads = await asyncio.to_thread(self.release_store.head_ids, sorted(self._known))
-            for scenario, head_id in heads.items():
-                if head_id is not None and head_id != self.engine.active_release_id(scenario):
-                    await self._sync(scenario)
-            return
-        head = await asyncio.to_thread(self.release_store.head, name)
-        if head is None or head.release_id == self.engine.active_release_id(name):
-            return
-        async with self._commit_lock(name):
-            head = await asyncio.to_thread(self.release_store.head, name)
-            if head is not None and name in self._known and head.release_id != self.engine.active_release_id(name):
-                await self._activate(name, head)
-                log.info("runtime: %s now serves %s (published by another replica)", name, head.release_id)
-
-    async def _published(self, scenario: str, release: Release) -> None:
-        """Serve a release this replica just published, and hint the other replicas to do the same."""
-        await self._activate(scenario, release)
-        await asyncio.to_thread(self.replica.announce, scenario)
-
-    def _new_learner(self, name: str) -> Learner:
-        return Learner(
-            name,
-            recipe=self.recipe,
-            settings=self.settings,
-            records=self.records,
-            releases=self.release_store,
-            commits=self.commit_log,
-            engine=self.engine,
-            evaluator=self.evaluator,
-            selector=self.selector,
-            activate=self._published,
-            commit_lock=self._commit_lock(name),
-            backend_factory=self._backend_factory,
-            gate=self.gate,
-            leading=lambda: self.replica.holds(name),
-        )
+        await self.scenarios.stop()
 
     # ---- scenarios -------------------------------------------------------------------------------------------
 
     def known_scenario(self, name: str) -> bool:
         """Whether `name` is a live scenario with a serving release (in memory; the hot path)."""
-        return name in self._known
+        return name in self.scenarios.known
 
     async def ensure_scenario(self, name: str, release_id: str | None = None) -> tuple[ScenarioInfo, bool]:
-        """Create the scenario (records + base release, activated) if absent; `(info, created)`.
-
-        Safe under many concurrent first requests for one name: one creates, the others wait and find it.
-        `release_id`, when given, must name a release of the scenario (NotFound otherwise).
-        """
-        created = False
-        if name not in self._known:
-            lock = self._creation_locks.setdefault(name, asyncio.Lock())
-            async with lock:
-                if name not in self._known:
-                    _, created = await asyncio.to_thread(self.records.ensure_scenario, name, self.recipe.name)
-                    await self._bring_up(name)
-            self._creation_locks.pop(name, None)  # waiters hold their own reference; later calls take the fast path
-        info = await asyncio.to_thread(self.records.scenario, name)
-        if info is None:  # deleted concurrently
-            raise NotFound(f"scenario {name!r} does not exist")
-        if release_id is not None:
-            await asyncio.to_thread(self.release_store.get, name, release_id)
-        return info, created
-
-    async def _publish_base(self, name: str) -> Release:
-        directory = Path(tempfile.mkdtemp(prefix="reef-seed-"))
-        try:
-            await asyncio.to_thread(self.recipe.seed, directory)
-            try:
-                return await asyncio.to_thread(
-                    self.release_store.publish, name, directory, None, operation="creation", recipe=self.recipe.name
-                )
-            except Conflict:  # another replica created it first
-                head = await asyncio.to_thread(self.release_store.head, name)
-                if head is None:
-                    raise
-                return head
-        finally:
-            shutil.rmtree(directory, ignore_errors=True)
+        """Create the scenario (records + base release, activated) if absent; `(info, created)` (see
+        `Scenarios.ensure`)."""
+        return await self.scenarios.ensure(name, release_id)
 
     async def delete_scenario(self, name: str) -> None:
         """Archive the scenario's records and release refs and stop its learner; NotFound if unknown."""
-        if await asyncio.to_thread(self.records.scenario, name) is None:
-            raise NotFound(f"scenario {name!r} does not exist")
-        await self._stop_learning(name)
-        async with self._commit_lock(name):
-            await asyncio.to_thread(self.gate.store.clear, name)
-            await asyncio.to_thread(self.records.archive_scenario, name)
-            archive = getattr(self.release_store, "archive", None)
-            if callable(archive):
-                await asyncio.to_thread(archive, name)
-            await self.engine.activate(name, None, None)
-        self._forget_serving(name)
-
-    async def _forget(self, name: str) -> None:
-        """Another replica deleted `name`: stop learning and serving it here."""
-        await self._stop_learning(name)
-        async with self._commit_lock(name):
-            await self.engine.activate(name, None, None)
-        self._forget_serving(name)
-        log.info("runtime: scenario %s was deleted by another replica", name)
-
-    async def _stop_learning(self, name: str) -> None:
-        self._known.discard(name)
-        learner = self._learners.pop(name, None)
-        if learner is not None:
-            await learner.stop()
-        await self.replica.resign(name)
-
-    def _forget_serving(self, name: str) -> None:
-        self._prompts.pop(name, None)
-        self._pinned = {key: ctx for key, ctx in self._pinned.items() if key[0] != name}
+        await self.scenarios.delete(name)
 
     # ---- serving ---------------------------------------------------------------------------------------------
 
     def context_for(self, scenario: str, release_id: str | None) -> RequestContext:
         """The request context: the serving release, or a pinned one (NotFound if it is not the scenario's)."""
-        if release_id is None or release_id == self.engine.active_release_id(scenario):
-            prompt, turns = self._prompts.get(scenario, (None, ()))
-            return RequestContext(scenario, release_id, system_prompt=prompt, example_turns=turns)
-        key = (scenario, release_id)
-        ctx = self._pinned.get(key)
-        if ctx is None:
-            ctx = self._pinned_context(scenario, release_id)
-            if len(self._pinned) >= _MAX_PINNED_CONTEXTS:
-                self._pinned.clear()
-            self._pinned[key] = ctx
-        return ctx
-
-    def _pinned_context(self, scenario: str, release_id: str) -> RequestContext:
-        release = self.release_store.get(scenario, release_id)  # raises NotFound
-        path = self.release_store.materialize(release)
-        if self.recipe.surface == "harness":
-            prompt, turns = harness_system_prompt(path) if self._prepends_prompt else (None, ())
-            return RequestContext(scenario, release_id, system_prompt=prompt, example_turns=turns)
-        # A release that is not the one loaded for the scenario is served like a candidate: from its files.
-        candidate = path if self.recipe.surface == "weights" else None
-        return RequestContext(scenario, release_id, candidate_path=candidate)
-
-    def _release_dir(self, scenario: str, release_id: str | None) -> Path | None:
-        """The content directory of a release of `scenario` (None for no release)."""
-        if release_id is None:
-            return None
-        return self.release_store.materialize(self.release_store.get(scenario, release_id))
+        return self.serving.context_for(scenario, release_id)
 
     def validate_report(self, scenario: str, report: dict[str, Any]) -> None:
         """Check a report against the recipe's schema; raises BadRequest naming the field."""
@@ -337,18 +155,9 @@ class Runtime:
 
     def notify(self, scenario: str) -> None:
         """Records of `scenario` were appended: wake its learner (never blocks)."""
-        learner = self._learners.get(scenario)
+        learner = self.scenarios.learners.get(scenario)
         if learner is not None:
             learner.wake()
-
-    async def _activate(self, scenario: str, release: Release) -> None:
-        path = await asyncio.to_thread(self.release_store.materialize, release)
-        if self.recipe.surface == "harness" and self._prepends_prompt:
-            self._prompts[scenario] = await asyncio.to_thread(harness_system_prompt, path)
-        await self.engine.activate(scenario, release, path)
-
-    def _commit_lock(self, scenario: str) -> asyncio.Lock:
-        return self._commit_locks.setdefault(scenario, asyncio.Lock())
 
     # ---- releases and commits --------------------------------------------------------------------------------
 
@@ -369,7 +178,7 @@ class Runtime:
 
     async def _restore(self, scenario: str, release_id: str, operation: ReleaseOperation) -> Release:
         self._require(scenario)
-        async with self._commit_lock(scenario):
+        async with self.scenarios.commit_lock(scenario):
             target = await asyncio.to_thread(self.release_store.get, scenario, release_id)
             head = await asyncio.to_thread(self.release_store.head, scenario)
             if operation == "promote" and not target.pending:
@@ -379,7 +188,7 @@ class Runtime:
             if operation == "rollback" and head is not None and head.release_id == release_id:
                 raise Conflict(f"release {release_id} is already serving")
             release = await asyncio.to_thread(self.release_store.republish, scenario, release_id, operation)
-            await self._published(scenario, release)
+            await self.scenarios.published(scenario, release)
         log.info("runtime: %s %s of %s → %s", scenario, operation, release_id, release.release_id)
         return release
 
@@ -393,14 +202,14 @@ class Runtime:
         return [commit.to_json() for commit in found]
 
     def _require(self, scenario: str) -> None:
-        if scenario not in self._known and self.records.scenario(scenario) is None:
+        if scenario not in self.scenarios.known and self.records.scenario(scenario) is None:
             raise NotFound(f"scenario {scenario!r} does not exist")
 
     # ---- gate tasks ------------------------------------------------------------------------------------------
 
     def gate_tasks(self, scenario: str) -> GateTasks:
         """What the gate of `scenario` judges on now (its own tasks, else its held-out split)."""
-        learner = self._learners.get(scenario)
+        learner = self.scenarios.learners.get(scenario)
         return learner.gate_tasks() if learner is not None else self.gate.explicit(scenario)
 
     def tasks(self, scenario: str) -> dict[str, Any]:
@@ -426,7 +235,7 @@ class Runtime:
 
     async def _regate(self, scenario: str) -> None:
         """The scenario's own tasks changed: its learner re-reads its records with the matching held-out split."""
-        learner = self._learners.get(scenario)
+        learner = self.scenarios.learners.get(scenario)
         if learner is not None:
             await learner.regate()
 
@@ -435,12 +244,12 @@ class Runtime:
     async def step(self, scenario: str) -> dict[str, Any] | None:
         """Run one learner step of `scenario` now; its commit as JSON, or None if no batch was ready."""
         self._require(scenario)
-        learner = self._learners.get(scenario)
+        learner = self.scenarios.learners.get(scenario)
         if learner is None:
             if not self.learns:
                 return None
             await self.ensure_scenario(scenario)
-            learner = self._learners.get(scenario)
+            learner = self.scenarios.learners.get(scenario)
             if learner is None:
                 raise self._not_leading(scenario)
         return await learner.step()
@@ -449,7 +258,7 @@ class Runtime:
 
     def _learner(self, scenario: str, field: str = "x-reef-scenario") -> Learner:
         self._require(scenario)
-        learner = self._learners.get(scenario)
+        learner = self.scenarios.learners.get(scenario)
         if learner is None and self.learns:
             raise self._not_leading(scenario)
         if learner is None:
@@ -482,15 +291,15 @@ class Runtime:
     def contract(self, scenario: str) -> dict[str, Any]:
         """What a client needs to feed the scenario: its recipe, report schema, training control and readiness."""
         self._require(scenario)
-        learner = self._learners.get(scenario)
+        learner = self.scenarios.learners.get(scenario)
         state = learner.status() if learner is not None else None
         return contract(scenario, self.recipe, self.settings.learning.batch_size, state)
 
     def status(self) -> dict[str, Any]:
         """Per scenario: learner step, buffered units, job state, last verdict and scores, serving release, errors."""
         scenarios = {}
-        for name in sorted(self._known):
-            learner = self._learners.get(name)
+        for name in sorted(self.scenarios.known):
+            learner = self.scenarios.learners.get(name)
             entry: dict[str, Any] = {"current_release_id": self.engine.active_release_id(name)}
             entry.update(learner.status() if learner is not None else {"learning": False})
             leading = name in self.replica.leading

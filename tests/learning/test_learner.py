@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from reef.learning.learner import MAX_ATTEMPTS
+from reef.learning.steps import MAX_ATTEMPTS
 from tests.fakes.learning_recipe import FileRecipe
 from tests.fakes.learning_world import QUESTIONS, consumed_steps, make_world, started
 from tests.fakes.training_backend import FakeTrainingBackend
@@ -218,7 +218,7 @@ async def test_records_a_processor_asks_for_are_read_back_by_id(tmp_path):
     world = await started(make_world(tmp_path))
     (early,) = world.records.append([Record.new("math", "inference", {"request": {}}, created_at=time.time())])
     assert await world.runtime.step("math") is None  # the learner has read past it
-    processor = world.runtime._learners["math"]._processor
+    processor = world.runtime.scenarios.learners["math"]._processor
     assert processor.ingested.count(early.agent_record_id) == 1
     processor.wanted = lambda: [early.agent_record_id, "rec_never_stored"]  # e.g. let go of, then cited
     await world.runtime.step("math")

@@ -198,7 +198,7 @@ async def until(condition, what: str, attempts: int = 400) -> None:
 
 
 def learner(world):
-    return world.runtime._learners["math"]
+    return world.runtime.scenarios.learners["math"]
 
 
 async def test_a_restart_in_the_middle_of_a_batch_trains_no_turn_twice(tmp_path) -> None:

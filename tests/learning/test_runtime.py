@@ -166,9 +166,9 @@ async def test_a_recipe_that_learns_nothing_serves_without_a_learner(tmp_path):
 
 
 async def test_a_harness_scenario_gives_the_engine_its_release_system_prompt(tmp_path, monkeypatch):
-    import reef.learning.runtime as runtime_module
+    import reef.learning.serving as serving_module
 
-    monkeypatch.setattr(runtime_module, "harness_system_prompt", lambda path: ((path / "rules.md").read_text(), ()))
+    monkeypatch.setattr(serving_module, "harness_system_prompt", lambda path: ((path / "rules.md").read_text(), ()))
     world = make_world(tmp_path, recipe_cls=FileRecipe)
     await world.runtime.start()
     await world.runtime.ensure_scenario("agent")

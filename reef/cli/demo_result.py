@@ -1,0 +1,90 @@
+"""The result of `reef demo`: what it measured (`DemoRun`, its `--json` form) and how it is shown at the end."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+from typing import Any
+
+from rich.console import Console
+
+from reef.cli.demo_api import Measurement
+from reef.cli.demo_report import write_report
+
+
+@dataclasses.dataclass
+class DemoRun:
+    """Everything the demo measured; `to_json` is what `--json` prints."""
+
+    recipe: str
+    metric: str = "exact"  # which held-out figure is the headline: `exact` or `partial`
+    baseline: Measurement | None = None
+    final: Measurement | None = None
+    rounds: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    wall_s: float = 0.0
+    startup_s: float = 0.0
+    settings: dict[str, Any] = dataclasses.field(default_factory=dict)
+    error: str | None = None
+    extra: dict[str, Any] = dataclasses.field(default_factory=dict)  # a recipe's own figures (opd: its teacher)
+
+    def to_json(self) -> dict[str, Any]:
+        baseline = self.baseline.score(self.metric) if self.baseline else None
+        final = self.final.score(self.metric) if self.final else None
+        result = {
+            "recipe": self.recipe,
+            "metric": self.metric,
+            "baseline": baseline,
+            "final": final,
+            "improvement": round(final - baseline, 4) if baseline is not None and final is not None else None,
+            "baseline_ci95": self.baseline.interval(self.metric) if self.baseline else None,
+            "final_ci95": self.final.interval(self.metric) if self.final else None,
+            "baseline_exact": self.baseline.exact if self.baseline else None,
+            "final_exact": self.final.exact if self.final else None,
+            "baseline_acceptance": self.baseline.acceptance if self.baseline else None,
+            "final_acceptance": self.final.acceptance if self.final else None,
+            "baseline_partial": self.baseline.partial if self.baseline else None,
+            "final_partial": self.final.partial if self.final else None,
+            "baseline_by_family": self.baseline.by_family if self.baseline else None,
+            "final_by_family": self.final.by_family if self.final else None,
+            "rounds": self.rounds,
+            "published": sum(1 for r in self.rounds if r.get("verdict") == "published"),
+            "wall_s": round(self.wall_s, 1),
+            "startup_s": round(self.startup_s, 1),
+            "settings": self.settings,
+            "error": self.error,
+            **self.extra,
+        }
+        if self.metric == "acceptance":  # openclawrl grades no answer against a known one: no exact / partial figures
+            for key in ("baseline_exact", "final_exact", "baseline_partial", "final_partial"):
+                del result[key]
+        else:
+            del result["baseline_acceptance"], result["final_acceptance"]
+        return result
+
+
+def finish(run: DemoRun, args: argparse.Namespace, console: Console) -> None:
+    """Write the HTML report if asked for, print the headline figures, and with `--json` the result on stdout."""
+    result = run.to_json()
+    if args.report is not None:
+        write_report(args.report, result)
+        console.print(f"  report written to {args.report}")
+    if run.baseline is not None and run.final is not None and run.metric == "acceptance":
+        low, high = result["final_ci95"]
+        console.print(
+            f"[bold]held-out acceptance {result['baseline']:.2f} → {result['final']:.2f} ({result['improvement']:+.2f})"
+            f"[/] (95% interval of the final {low:.2f}–{high:.2f}) in {run.wall_s:.0f} s, "
+            f"{result['published']} of {len(run.rounds)} steps published"
+        )
+    elif run.baseline is not None and run.final is not None:
+        console.print(
+            f"[bold]held-out {run.metric} {result['baseline']:.2f} → {result['final']:.2f} "
+            f"({result['improvement']:+.2f})[/] (95% interval of the final {result['final_ci95'][0]:.2f}–"
+            f"{result['final_ci95'][1]:.2f}; exact {run.baseline.exact:.2f} → {run.final.exact:.2f}) "
+            f"in {run.wall_s:.0f} s, "
+            f"{result['published']} of {len(run.rounds)} steps published"
+        )
+    if args.json:
+        sys.stdout.write(json.dumps(result) + "\n")
+        sys.stdout.flush()

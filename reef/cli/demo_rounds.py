@@ -1,0 +1,174 @@
+"""The training rounds of `reef demo`: each sends prompts, reports their grades, waits for the learner's step and
+measures the held-out set again when a new release serves.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from rich.console import Console
+
+from reef.cli.demo_api import Answer, Measurement, ReefAPI
+from reef.cli.demo_recipes import RecipeProfile
+from reef.cli.demo_result import DemoRun
+from reef.cli.demo_tasks import DemoTask, is_exact, training_rounds
+
+MEASURE_MAX_TOKENS = 8  # a right answer is at most 4 tokens and the end of turn
+MIN_STEP_WAIT_S = 180.0
+MAX_SENDS_PER_ROUND = 12  # grouped recipes: top-ups while the learner waits for a full batch
+
+
+async def run_rounds(
+    run: DemoRun,
+    profile: RecipeProfile,
+    args: argparse.Namespace,
+    url: str,
+    test: list[DemoTask],
+    console: Console,
+    started: float,
+) -> None:
+    """Measure the base model, then run `args.rounds` rounds while the time budget lasts, filling `run`."""
+    api = ReefAPI(url, f"demo-{profile.recipe}")
+    try:
+        console.print("  measuring the base model on the held-out test set …")
+        run.baseline = run.final = await api.measure(test, MEASURE_MAX_TOKENS)
+        console.print(
+            f"  [bold]baseline[/] held-out exact {run.baseline.exact:.2f}  partial {run.baseline.partial:.2f}"
+        )
+        training = training_rounds(profile.prompts_per_round, args.rounds, args.seed, getattr(args, "families", None))
+        step = await api.last_step()
+        round_s: list[float] = []
+        for number in range(1, args.rounds + 1):
+            elapsed = time.monotonic() - started
+            expected = max(round_s[-3:], default=0.0)
+            if elapsed + expected > args.time_budget:
+                console.print(f"  time budget {args.time_budget:.0f} s reached after {number - 1} rounds")
+                break
+            round_started = time.monotonic()
+            # A step may take long on a busy machine: wait for it while the budget lasts (and at least a while).
+            wait_s = max(MIN_STEP_WAIT_S, args.time_budget - elapsed)
+            entry = await one_round(api, profile, number, training, step, test, wait_s)
+            if entry["measured"] is not None:
+                run.final = Measurement(**entry["measured"])
+            step = max(step, int(entry.get("step") or step))
+            round_s.append(time.monotonic() - round_started)
+            entry["round_s"] = round(round_s[-1], 1)
+            entry["elapsed_s"] = round(time.monotonic() - started, 1)
+            entry["heldout_exact"] = run.final.exact
+            entry["heldout_partial"] = run.final.partial
+            run.rounds.append(entry)
+            _print_round(console, entry, args.rounds, run)
+            if entry["verdict"] == "timeout":
+                console.print("  the learner did not finish the step within the time budget; stopping")
+                break
+    finally:
+        await api.aclose()
+
+
+async def one_round(
+    api: ReefAPI,
+    profile: RecipeProfile,
+    number: int,
+    training: Iterator[list[DemoTask]],
+    after_step: int,
+    test: list[DemoTask],
+    wait_s: float,
+) -> dict[str, Any]:
+    """Send one round's prompts and report their grades, wait for the step after `after_step`; its entry."""
+    answers: list[Answer] = []
+    sent = 0
+
+    async def send(batch: list[DemoTask]) -> None:
+        nonlocal sent
+        sent += 1
+        groups = [f"r{number}-{sent}-{i}" for i in range(len(batch))]
+        jobs = [
+            (task, group, k)
+            for task, group in zip(batch, groups, strict=True)
+            for k in range(profile.samples_per_prompt)
+        ]
+        got = await asyncio.gather(
+            *(api.chat(task, profile.temperature, profile.max_tokens, {"purpose": "training"}) for task, _, _ in jobs)
+        )
+        await asyncio.gather(
+            *(
+                api.report(profile.score(answer), answer.receipt, profile.metadata(answer, group, k))
+                for answer, (_, group, k) in zip(got, jobs, strict=True)
+            )
+        )
+        answers.extend(got)
+
+    async def nudge() -> None:
+        # A grouped recipe drops groups whose answers all scored the same: send fresh prompts to fill the batch.
+        if sent < MAX_SENDS_PER_ROUND:
+            await send(next(training))
+
+    await send(next(training))
+    grouped = profile.samples_per_prompt > 1
+    outcome = await api.wait_for_step(after_step, wait_s, nudge=nudge if grouped else None)
+    commit = outcome.commit or {}
+    measured: Measurement | None = None
+    if outcome.verdict == "published":
+        # Only a newly served release can change the held-out score; otherwise the last measurement stands.
+        measured = await api.measure(test, MEASURE_MAX_TOKENS)
+    scores = [profile.score(a) for a in answers]
+    return {
+        "round": number,
+        "step": commit.get("step"),
+        "verdict": outcome.verdict,
+        "reason": commit.get("reason"),
+        "release_id": commit.get("release_id"),
+        "train_prompts": len(answers),
+        "train_score": round(sum(scores) / len(scores), 4) if scores else None,
+        "train_exact": round(sum(float(is_exact(a.task, a.text)) for a in answers) / max(len(answers), 1), 4),
+        "gate_candidate": _rounded((commit.get("metrics") or {}).get("candidate_mean")),
+        "gate_current": _rounded((commit.get("metrics") or {}).get("current_mean")),
+        "loss": _last_loss(commit),
+        # A harness step: its mutations and whether the proposer or the method's deterministic fallback made them.
+        "source": (commit.get("metrics") or {}).get("source"),
+        "mutations": _mutation_summary(commit),
+        "wait_s": outcome.waited_s,
+        "measured": measured.to_json() if measured else None,
+    }
+
+
+def _print_round(console: Console, entry: dict[str, Any], rounds: int, run: DemoRun) -> None:
+    verdict = entry["verdict"]
+    color = {"published": "green", "kept": "cyan", "rejected": "yellow"}.get(verdict, "red")
+    assert run.baseline is not None
+    score = entry[f"heldout_{run.metric}"]
+    gain = score - run.baseline.score(run.metric)
+    measured = "" if entry["measured"] else " (unchanged)"
+    exact = "" if run.metric == "exact" else f" · exact {entry['heldout_exact']:.2f}"
+    console.print(
+        f"  round {entry['round']:>2}/{rounds} · step {entry['step']} [{color}]{verdict}[/] · "
+        f"train score {entry['train_score'] or 0:.2f} · held-out {run.metric} [bold]{score:.2f}[/] ({gain:+.2f})"
+        f"{measured}{exact} · {entry['round_s']:.0f} s (total {entry['elapsed_s']:.0f} s)"
+    )
+
+
+def _rounded(value: Any) -> float | None:
+    return round(float(value), 4) if isinstance(value, int | float) else None
+
+
+def _mutation_summary(commit: dict[str, Any]) -> list[str] | None:
+    mutations = (commit.get("metrics") or {}).get("mutations")
+    if not isinstance(mutations, list):
+        return None
+    summary = []
+    for mutation in mutations[:12]:
+        node = mutation.get("node") or {}
+        text = str((node.get("config") or {}).get("text", ""))[:80].replace("\n", " ")
+        summary.append(f"{mutation.get('op')} {node.get('kind', '')} {mutation.get('id') or node.get('id')}: {text}")
+    return summary
+
+
+def _last_loss(commit: dict[str, Any]) -> float | None:
+    losses = (commit.get("metrics") or {}).get("loss")
+    if isinstance(losses, list) and losses:
+        return _rounded(losses[-1])
+    return _rounded(losses)

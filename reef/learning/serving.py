@@ -1,0 +1,84 @@
+"""What each scenario's requests are served with: the serving release's context (its harness prompt kept in
+memory, the hot path) or the context of a release a request pins, read from the release's files.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from reef.core.releases import Release
+from reef.inference.base import Engine, RequestContext
+from reef.learning.base import Recipe
+from reef.releases.base import ReleaseStore
+
+_MAX_PINNED_CONTEXTS = 4096
+
+
+HarnessPrompt = tuple[str | None, tuple[tuple[str, str], ...]]  # (system prompt, example turns)
+
+
+def harness_system_prompt(release_dir: Path) -> HarnessPrompt:
+    """What a harness release gives a plain chat agent: its system prompt and its worked examples as turns."""
+    try:
+        from reef.harness.chat import chat_harness_for
+    except ImportError:
+        return None, ()
+    chat = chat_harness_for(release_dir)
+    return chat.system_prompt, chat.example_turns
+
+
+def release_dir(store: ReleaseStore, scenario: str, release_id: str | None) -> Path | None:
+    """The content directory of a release of `scenario` (None for no release)."""
+    if release_id is None:
+        return None
+    return store.materialize(store.get(scenario, release_id))
+
+
+class ServingContexts:
+    """The request contexts of every scenario; activating a release in the engine goes through here."""
+
+    def __init__(self, recipe: Recipe, releases: ReleaseStore, engine: Engine, *, prepends_prompt: bool) -> None:
+        self.recipe = recipe
+        self.release_store = releases
+        self.engine = engine
+        # An agent whose gate runs it reads the tree from its own files: Reef prepends no harness prompt then.
+        self.prepends_prompt = prepends_prompt
+        self._prompts: dict[str, HarnessPrompt] = {}  # scenario -> the serving release's chat harness
+        self._pinned: dict[tuple[str, str], RequestContext] = {}
+
+    def context_for(self, scenario: str, release_id: str | None) -> RequestContext:
+        """The request context: the serving release, or a pinned one (NotFound if it is not the scenario's)."""
+        if release_id is None or release_id == self.engine.active_release_id(scenario):
+            prompt, turns = self._prompts.get(scenario, (None, ()))
+            return RequestContext(scenario, release_id, system_prompt=prompt, example_turns=turns)
+        key = (scenario, release_id)
+        ctx = self._pinned.get(key)
+        if ctx is None:
+            ctx = self._pinned_context(scenario, release_id)
+            if len(self._pinned) >= _MAX_PINNED_CONTEXTS:
+                self._pinned.clear()
+            self._pinned[key] = ctx
+        return ctx
+
+    def _pinned_context(self, scenario: str, release_id: str) -> RequestContext:
+        release = self.release_store.get(scenario, release_id)  # raises NotFound
+        path = self.release_store.materialize(release)
+        if self.recipe.surface == "harness":
+            prompt, turns = harness_system_prompt(path) if self.prepends_prompt else (None, ())
+            return RequestContext(scenario, release_id, system_prompt=prompt, example_turns=turns)
+        # A release that is not the one loaded for the scenario is served like a candidate: from its files.
+        candidate = path if self.recipe.surface == "weights" else None
+        return RequestContext(scenario, release_id, candidate_path=candidate)
+
+    async def activate(self, scenario: str, release: Release) -> None:
+        """Serve `release` for `scenario`: its files loaded in the engine, its harness prompt kept in memory."""
+        path = await asyncio.to_thread(self.release_store.materialize, release)
+        if self.recipe.surface == "harness" and self.prepends_prompt:
+            self._prompts[scenario] = await asyncio.to_thread(harness_system_prompt, path)
+        await self.engine.activate(scenario, release, path)
+
+    def forget(self, scenario: str) -> None:
+        """`scenario` is served no more: drop its prompt and pinned contexts."""
+        self._prompts.pop(scenario, None)
+        self._pinned = {key: ctx for key, ctx in self._pinned.items() if key[0] != scenario}

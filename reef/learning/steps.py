@@ -1,0 +1,268 @@
+"""One learner step, run to its commit: grow a candidate (from the tip of the working lineage, else the serving
+release, else the release a request names) → judge it paired against the serving release → settle it (see
+`settlement`) → mark the batch's records consumed; or a `skipped` commit that says why no candidate was settled.
+
+A step that fails writes a `skipped` commit that consumes nothing (the batch is retried) until it has failed
+`MAX_ATTEMPTS` times in a row, then consumes it; a step that cannot be judged (see `gate`) trains nothing and
+consumes nothing. Each writer checks first that this replica still leads the scenario (`LostLeadership`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import shutil
+import tempfile
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from reef.core.errors import Conflict
+from reef.core.releases import Commit, Release, Verdict
+from reef.core.settings import Settings
+from reef.inference.base import Engine
+from reef.learning.activity import StepActivity
+from reef.learning.base import Batch, Evaluator, Processor, Recipe, Selector
+from reef.learning.evaluation.selectors import load_selector
+from reef.learning.gate import ScenarioGate
+from reef.learning.growth import GrowContext, grow
+from reef.learning.judgement import Judgement, judge, release_id_of, unjudged
+from reef.learning.lineage import NO_PARENTS, StepParents, WorkingLineage
+from reef.learning.settlement import Activate, Settlement
+from reef.observability import tracing
+from reef.releases.base import CommitLog, ReleaseStore
+from reef.storage.base import RecordStore
+
+log = logging.getLogger("reef.learning.learner")
+
+MAX_ATTEMPTS = 3
+
+
+class LostLeadership(Conflict):
+    """This replica no longer holds the scenario's learner lock: the step ends before publishing, writing nothing."""
+
+
+class Steps:
+    """Runs one scenario's steps to their commits and keeps its place in the commit log: the last step and commit,
+    the failures in a row, and why learning is blocked, if it is."""
+
+    def __init__(
+        self,
+        scenario: str,
+        *,
+        recipe: Recipe,
+        settings: Settings,
+        records: RecordStore,
+        releases: ReleaseStore,
+        commits: CommitLog,
+        engine: Engine,
+        evaluator: Evaluator,
+        selector: Selector,
+        gate: ScenarioGate,
+        lineage: WorkingLineage,
+        activity: StepActivity,
+        activate: Activate,
+        commit_lock: asyncio.Lock,
+        backend_factory: Callable[[], Any],
+        leading: Callable[[], Awaitable[bool]] | None,
+        processor: Callable[[], Processor | None],
+        resume: Callable[[], None],
+    ) -> None:
+        self.scenario = scenario
+        self.recipe = recipe
+        self.settings = settings
+        self.records = records
+        self.releases = releases
+        self.commits = commits
+        self.engine = engine
+        self.evaluator = evaluator
+        self.selector = selector
+        self.gate = gate
+        self.lineage = lineage
+        self.activity = activity
+        self._backend_factory = backend_factory
+        self._leading = leading  # checked right before each publish: does this replica still hold the lock?
+        self._processor = processor  # the learner's processor now (a resume replaces it)
+        self._resume = resume  # the learner's resume: a fresh processor from the stores
+        self._settlement = Settlement(
+            scenario,
+            recipe.name,
+            settings.learning.review,
+            releases,
+            commits,
+            lineage,
+            commit_lock,  # shared with rollback/promote: head moves and activations never interleave
+            activate,
+            self._commit,
+            activity.error,
+            activity.publishing,
+        )
+        self.step = 0
+        self.failures = 0
+        self.last_commit: Commit | None = None
+        self.blocked: str | None = None
+        self.request: dict[str, Any] | None = None  # the request the step in flight answers
+
+    async def run(self, batch: Batch) -> Commit:
+        """Run the next step on `batch` to its commit: settled, or skipped when it failed or the head moved."""
+        step = self.step + 1
+        work_root = Path(self.settings.storage.dir).expanduser() / "work"
+        work_root.mkdir(parents=True, exist_ok=True)
+        work_dir = Path(tempfile.mkdtemp(prefix=f"{self.scenario}-step{step}-", dir=work_root))
+        step_id = self.request["step_id"] if self.request is not None else None
+        self.activity.begin(step, batch.batch_id, len(batch.samples), step_id)
+        log.info("learner %s: step %d growing a candidate from %d samples", self.scenario, step, len(batch.samples))
+        # One trace per step (when tracing is on): batch, train, evaluate and publish are its children.
+        traced = tracing.span(
+            "reef.learner.step", scenario=self.scenario, step=step, batch_id=batch.batch_id, samples=len(batch.samples)
+        )
+        try:
+            with traced as step_span:
+                try:
+                    commit = await self._grow_judge_commit(step, batch, work_dir)
+                except LostLeadership:
+                    raise
+                except Conflict as exc:
+                    commit = await self._skip(step, batch, f"the head moved ({exc.message})", failed=False)
+                    step_span.set(verdict=commit.verdict)
+                    return commit
+                except Exception as exc:
+                    log.exception("learner %s: step %d failed", self.scenario, step)
+                    commit = await self._skip(step, batch, f"{type(exc).__name__}: {exc}")
+                    step_span.set(verdict=commit.verdict, error=f"{type(exc).__name__}: {exc}")
+                    return commit
+                self.step, self.failures, self.last_commit = step, 0, commit
+                step_span.set(verdict=commit.verdict, release_id=commit.release_id, loss=commit.metrics.get("loss"))
+                await self._consume(batch, step)
+                return commit
+        finally:
+            self.activity.idle()
+            shutil.rmtree(work_dir, ignore_errors=True)
+
+    async def _grow_judge_commit(self, step: int, batch: Batch, work_dir: Path) -> Commit:
+        with tracing.span("reef.learner.batch", records=len(batch.record_ids), instruction=batch.instruction):
+            head = await asyncio.to_thread(self.releases.head, self.scenario)
+            parents = await asyncio.to_thread(self.lineage.parents, head)
+            asked_from = self.request.get("release_id") if self.request is not None else None
+            if asked_from is not None:  # a requested step may train from any release; it is judged against the head
+                parents = StepParents(head, await asyncio.to_thread(self.releases.get, self.scenario, asked_from))
+            trained_from = parents.trained_from
+            parent_dir = await asyncio.to_thread(self.releases.materialize, trained_from) if trained_from else None
+        self.activity.job["trained_from"] = release_id_of(trained_from)
+        ctx = GrowContext(
+            self.scenario,
+            step,
+            work_dir,
+            self.settings,
+            self.engine,
+            self.records,
+            trained_from,
+            self.activity.progress,
+            backend_factory=self._backend_factory,
+            releases=self.releases,
+        )
+        with tracing.span("reef.learner.train", recipe=self.recipe.name, trained_from=release_id_of(trained_from)):
+            candidate = await grow(self.recipe, batch, parent_dir, ctx, self._backend_factory)
+        self.activity.job["state"] = "evaluating"
+        with tracing.span("reef.learner.evaluate") as evaluated:
+            # only a policy that always accepts gets past the gate with no tasks
+            if self.gate.uses_tasks and not self.gate.tasks(self._processor()).size():
+                metrics = dict(candidate.metrics)
+                judgement = Judgement([], [], "accepted", "no gate tasks; policy always accepts", metrics)
+            else:
+                judgement = await judge(
+                    self.evaluator, self._selector_for(batch), self.scenario, candidate.path, candidate.metrics, head
+                )
+            evaluated.set(outcome=judgement.outcome, tasks=len(judgement.candidate_scores))
+        await self._check_leading(step)
+        with tracing.span("reef.learner.publish", outcome=judgement.outcome):
+            return await self._settlement.settle(step, batch, candidate, parents, judgement)
+
+    def _selector_for(self, batch: Batch) -> Selector:
+        """The recipe's `instruction_policy` for a step that carries an operator's instruction, else the scenario's."""
+        policy = self.recipe.instruction_policy
+        if batch.instruction and policy is not None:
+            return load_selector(policy, self.settings)
+        return self.selector
+
+    async def _consume(self, batch: Batch, step: int) -> None:
+        processor = self._processor()
+        assert processor is not None
+        try:
+            await asyncio.to_thread(self.records.mark_consumed, batch.record_ids, step)
+            processor.acknowledge(batch.batch_id)
+        except Exception as exc:  # the commit log holds the ids: a resume marks them
+            log.exception("learner %s: marking step %d consumed failed", self.scenario, step)
+            self.activity.error(step, f"marking records consumed failed: {type(exc).__name__}: {exc}")
+            await asyncio.to_thread(self._resume)
+
+    async def _check_leading(self, step: int) -> None:
+        """Before anything is written to the shared stores: LostLeadership if another replica may learn now."""
+        if self._leading is not None and not await self._leading():
+            raise LostLeadership(f"this replica lost the learner lock of scenario {self.scenario!r} before step {step}")
+
+    # ---- skipped commits -------------------------------------------------------------------------------------
+
+    async def _skip(self, step: int, batch: Batch, reason: str, failed: bool = True) -> Commit:
+        await self._check_leading(step)
+        self.failures += 1 if failed else 0
+        give_up = self.failures >= MAX_ATTEMPTS
+        consumed = list(batch.record_ids) if give_up else []
+        reason += f"; gave up on this batch after {MAX_ATTEMPTS} attempts" if give_up else "; the batch will be retried"
+        skipped = unjudged(reason, {"batch_record_ids": list(batch.record_ids)})
+        commit = self._commit(step, "skipped", None, NO_PARENTS, skipped, consumed)
+        self.activity.error(step, reason)
+        try:
+            await asyncio.to_thread(self.commits.append, commit)
+            self.step, self.last_commit = step, commit
+            if give_up:
+                self.failures = 0
+                await asyncio.to_thread(self.records.mark_consumed, consumed, step)
+        except Exception as exc:
+            log.exception("learner %s: recording skipped step %d failed", self.scenario, step)
+            self.activity.error(step, f"commit log append failed: {type(exc).__name__}: {exc}")
+        # A fresh processor gets every unconsumed record again, the failed batch included.
+        await asyncio.to_thread(self._resume)
+        return commit
+
+    async def block(self, reason: str) -> dict[str, Any]:
+        """Learning cannot be judged: say so once in the commit log, consume nothing, train nothing."""
+        if self.blocked != reason:
+            self.blocked = reason
+            await self.decline(reason)
+        assert self.last_commit is not None
+        return self.last_commit.to_json()
+
+    async def decline(self, reason: str) -> None:
+        """A `skipped` commit that trained nothing and consumes nothing, saying why."""
+        await self._check_leading(self.step + 1)
+        self.activity.error(None, reason)
+        commit = self._commit(self.step + 1, "skipped", None, NO_PARENTS, unjudged(reason), [])
+        await asyncio.to_thread(self.commits.append, commit)
+        self.step, self.last_commit = commit.step, commit
+
+    async def discard(self) -> None:
+        """Commit what the processor dropped on its own (an sdpo grid spanning releases) as skipped, consuming it."""
+        drain = getattr(self._processor(), "discarded", None)
+        for reason, record_ids in drain() if callable(drain) else []:
+            await self._check_leading(self.step + 1)
+            commit = self._commit(self.step + 1, "skipped", None, NO_PARENTS, unjudged(reason), record_ids)
+            await asyncio.to_thread(self.commits.append, commit)
+            await asyncio.to_thread(self.records.mark_consumed, record_ids, commit.step)
+            self.step, self.last_commit = commit.step, commit
+
+    def _commit(
+        self,
+        step: int,
+        verdict: Verdict,
+        release: Release | None,
+        parents: StepParents,
+        judgement: Judgement,
+        consumed: list[str],
+        reason: str | None = None,
+    ) -> Commit:
+        if self.request is not None:  # a requested step says which request it answers
+            request = {key: self.request.get(key) for key in ("step_id", "text", "release_id")}
+            judgement = dataclasses.replace(judgement, metrics={**judgement.metrics, "request": request})
+        return judgement.commit(self.scenario, step, verdict, release, parents, consumed, self.lineage.tip_id, reason)
