@@ -5,12 +5,16 @@ server) and for a later one (forked warm), time per optimizer step, and the trai
 Then the distillation step (`sdft`'s forward KL, same samples) with each teacher: `self` (the base with the adapter
 off), `ema` (the adapter's moving average swapped in) and a release teacher (a second, frozen model): the step
 time, the teacher pass's share of it, and peak RSS, next to the plain `sft` step.
-Run: `python benchmarks/training_step.py [--steps 3] [--no-teachers]`.
+Then the `sft` step at each thread count in `--thread-counts` × compute dtype (`float32`, the path before
+bfloat16, and `auto`), each job warm-forked, with its ratio to float32 at the same thread count and its peak RSS;
+the load average is printed with it, since this machine's two cores may be shared.
+Run: `python benchmarks/training_step.py [--steps 3] [--thread-counts 1,2] [--no-teachers]`.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import statistics
 import subprocess
@@ -34,6 +38,7 @@ def main() -> None:
     parser.add_argument("--rank", type=int, default=16)
     parser.add_argument("--model-cache", default="~/.cache/reef/models")
     parser.add_argument("--no-teachers", action="store_true", help="skip the distillation steps")
+    parser.add_argument("--thread-counts", default="1,2", help="thread counts of the precision table ('': skip it)")
     args = parser.parse_args()
 
     base = resolve_model_path("smollm2", Path(args.model_cache))
@@ -56,13 +61,13 @@ def main() -> None:
     backend = LocalProcessBackend(threads=args.threads)
 
     def one_job(
-        scratch: str, name: str, loss: str = "sft", extra: dict | None = None
+        scratch: str, name: str, loss: str = "sft", extra: dict | None = None, runner: LocalProcessBackend = backend
     ) -> tuple[list[float], float, float, dict]:
         """(gaps between progress events, process start before the job function ran, job wall, metrics)."""
         arrivals: list[tuple[float, float]] = []
         job = TrainingJob(base, None, samples, loss, {**config, **(extra or {})}, Path(scratch) / name)
         started = time.perf_counter()
-        result = backend.run(job, lambda event: arrivals.append((time.perf_counter(), event["elapsed_s"])))
+        result = runner.run(job, lambda event: arrivals.append((time.perf_counter(), event["elapsed_s"])))
         gaps = [b - a for a, b in zip([started, *(t for t, _ in arrivals)], (t for t, _ in arrivals), strict=False)]
         # The job reports seconds since it began (model load included): the rest of the first gap is the process.
         process_start = arrivals[0][0] - started - arrivals[0][1]
@@ -72,10 +77,12 @@ def main() -> None:
         cold, cold_start_s, cold_total_s, metrics = one_job(scratch, "cold")  # starts the fork server (imports)
         warm, warm_start_s, warm_total_s, _ = one_job(scratch, "warm")  # forked warm, as every later step is
         teachers = [] if args.no_teachers else teacher_rows(scratch, one_job, warm_start_s)
+        thread_counts = [int(count) for count in args.thread_counts.split(",") if count]
+        precision = precision_rows(scratch, one_job, thread_counts)
     # The first gap holds the start overhead and the first step; take the later steps as the step time.
     step_s = statistics.median(cold[1:] + warm[1:]) if len(cold) > 1 else cold[0]
     rows = [
-        ("threads", f"{args.threads}"),
+        ("threads / compute dtype", f"{args.threads} / {metrics['compute_dtype']}"),
         ("LoRA rank / targets", f"{args.rank} / {len(config['target_modules'])} projections"),
         ("python start + import of the job module (torch)", f"{import_s:.2f} s"),
         ("process start, first job (fork server start: imports)", f"{cold_start_s:.2f} s"),
@@ -92,10 +99,33 @@ def main() -> None:
         ("job wall incl. save (first / later)", f"{cold_total_s:.2f} s / {warm_total_s:.2f} s"),
         ("training process peak RSS", f"{metrics['peak_rss_mib'] / 1024:.2f} GiB"),
         *teachers,
+        *precision,
     ]
     width = max(len(name) for name, _ in rows)
     for name, value in rows:
         print(f"{name:<{width}}  {value}")
+
+
+def precision_rows(scratch: str, one_job: Any, thread_counts: list[int]) -> list[tuple[str, str]]:
+    """One warm `sft` job per thread count × compute dtype: (row name, median step / ratio to float32 / peak RSS)."""
+    rows = [("load average (1 min) before the precision table", f"{os.getloadavg()[0]:.2f}")]
+    for threads in thread_counts:
+        runner = LocalProcessBackend(threads=threads)
+        baseline_s = None
+        for dtype in ("float32", "auto"):
+            gaps, _, _, metrics = one_job(
+                scratch, f"precision-{threads}-{dtype}", extra={"compute_dtype": dtype}, runner=runner
+            )
+            step_s = statistics.median(gaps[1:]) if len(gaps) > 1 else gaps[0]
+            baseline_s = baseline_s or step_s
+            rows.append(
+                (
+                    f"sft step, {threads} thread(s), {metrics['compute_dtype']}: step / vs float32 / peak RSS",
+                    f"{step_s:.2f} s / {step_s / baseline_s:.2f}x / {metrics['peak_rss_mib'] / 1024:.2f} GiB",
+                )
+            )
+    rows.append(("load average (1 min) after", f"{os.getloadavg()[0]:.2f}"))
+    return rows
 
 
 def teacher_rows(scratch: str, one_job: Any, start_s: float) -> list[tuple[str, str]]:
