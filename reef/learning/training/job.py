@@ -26,7 +26,7 @@ from reef.learning.training.chunked_logprobs import completion_logprobs
 from reef.learning.training.distillation import DISTILLATION_LOSSES, DistillationStep, with_teacher_prompt
 from reef.learning.training.hindsight import HindsightStep
 from reef.learning.training.losses import resolve_loss
-from reef.learning.training.precision import compute_context, keep_adapter_sums_fp32, resolve_compute_dtype
+from reef.learning.training.precision import compute_context, keep_adapter_deltas_fp32, resolve_compute_dtype
 from reef.learning.training.samples import collate, tokenize_sample
 
 DEFAULT_LEARNING_RATE = TrainingSettings.model_fields["learning_rate"].default
@@ -45,7 +45,7 @@ def run_training_job(job: TrainingJob, progress: Progress | None = None) -> Trai
     model, tokenizer, device = load_trainable_model(job)
     compute_dtype = resolve_compute_dtype(str(config.get("compute_dtype", "auto")), device)
     if compute_dtype != torch.float32 and not config.get("full_finetune"):
-        keep_adapter_sums_fp32(model)
+        keep_adapter_deltas_fp32(model)
     max_seq_len = int(config.get("max_seq_len", 512))
     samples = [tokenize_sample(s, tokenizer, max_seq_len) for s in job.samples]
     distill = None
