@@ -44,11 +44,12 @@ def test_chunked_log_probs_and_their_gradients_equal_the_full_log_softmax():
     assert rounded.dtype == torch.float32 and (rounded - expected).abs().max() < 0.1
 
 
-def test_auto_precision_is_bfloat16_on_cuda_and_an_explicit_setting_wins():
+def test_auto_precision_is_bfloat16_for_a_lora_on_cuda_fp32_for_full_weights_and_an_explicit_setting_wins():
     assert resolve_compute_dtype("auto", "cuda") == torch.bfloat16
     assert resolve_compute_dtype("float32", "cuda") == torch.float32
     assert resolve_compute_dtype("bfloat16", "cpu") == torch.bfloat16
     assert resolve_compute_dtype("auto", "cpu") in (torch.float32, torch.bfloat16)
+    assert resolve_compute_dtype("auto", "cuda", full_finetune=True) == torch.float32
 
 
 def demonstrations(tokenizer) -> list[dict]:

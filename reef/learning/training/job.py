@@ -43,8 +43,9 @@ def run_training_job(job: TrainingJob, progress: Progress | None = None) -> Trai
     random.seed(seed)
     torch.manual_seed(seed)
     model, tokenizer, device = load_trainable_model(job)
-    compute_dtype = resolve_compute_dtype(str(config.get("compute_dtype", "auto")), device)
-    if compute_dtype != torch.float32 and not config.get("full_finetune"):
+    full_finetune = bool(config.get("full_finetune", False))
+    compute_dtype = resolve_compute_dtype(str(config.get("compute_dtype", "auto")), device, full_finetune)
+    if compute_dtype != torch.float32 and not full_finetune:
         keep_adapter_deltas_fp32(model)
     max_seq_len = int(config.get("max_seq_len", 512))
     samples = [tokenize_sample(s, tokenizer, max_seq_len) for s in job.samples]
@@ -104,7 +105,7 @@ def run_training_job(job: TrainingJob, progress: Progress | None = None) -> Trai
         "wall_s": round(time.perf_counter() - started, 3),
         "device": device,
         "compute_dtype": str(compute_dtype).removeprefix("torch."),
-        "full_finetune": bool(config.get("full_finetune", False)),
+        "full_finetune": full_finetune,
         "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
         "pid": os.getpid(),
         **terms,

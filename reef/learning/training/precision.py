@@ -24,11 +24,13 @@ FP32_ATTENTION = "reef_sdpa_fp32"
 COMPUTE_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 
 
-def resolve_compute_dtype(setting: str, device: str) -> torch.dtype:
-    """`float32` or `bfloat16` as named; `auto`: bfloat16 on CUDA or where the CPU has AMX or AVX-512 BF16."""
+def resolve_compute_dtype(setting: str, device: str, full_finetune: bool = False) -> torch.dtype:
+    """`float32` or `bfloat16` as named; `auto`: bfloat16 on CUDA or where the CPU has AMX or AVX-512 BF16, for a
+    LoRA step. A full fine-tune stays fp32 under `auto`: its forward would see each small update to a weight only
+    as an occasional whole bfloat16 step, and its loss curve was not checked against fp32's (a LoRA's was)."""
     if setting != "auto":
         return COMPUTE_DTYPES[setting]
-    if device == "cuda" or _cpu_has_fast_bfloat16():
+    if not full_finetune and (device == "cuda" or _cpu_has_fast_bfloat16()):
         return torch.bfloat16
     return torch.float32
 
