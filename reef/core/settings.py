@@ -109,6 +109,9 @@ class TrainingSettings(_Section):
     max_seq_len: int = Field(512, gt=0)
     seed: int = 0
     threads: int = Field(0, ge=0)  # local backend's torch threads; 0: all cores but one (serving keeps a core)
+    # The training step's matmul precision (fp32 master weights either way): `auto` is bfloat16 for a LoRA on CUDA and
+    # on CPUs with AMX or AVX-512 BF16 (about 1.8x faster here, per-token log-probs within ~0.03 of fp32), else float32.
+    compute_dtype: Literal["auto", "float32", "bfloat16"] = "auto"
 
 
 class EvaluationSettings(_Section):

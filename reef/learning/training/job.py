@@ -4,6 +4,9 @@ The one function both backends launch (`local`: in a subprocess, `ray`: as a Ray
 `job.config` carries the `TrainingSettings` fields plus the recipe's own (`clip_low`, `kl_coef`, …).
 The distillation losses (`sdft`, `sdpo`, `opd`) add a teacher pass per micro-batch (`distillation`); `openclawrl`
 adds it to a policy-gradient term (`hindsight`).
+The forward passes run at `compute_dtype` (`precision`: bfloat16 matmuls where the hardware has them, fp32
+master weights either way); the plain losses read the recorded tokens' log-probs through the chunked output
+projection (`chunked_logprobs`), never the full `[B, T, V]` logits.
 """
 
 from __future__ import annotations
@@ -19,10 +22,12 @@ import torch
 
 from reef.core.settings import TrainingSettings
 from reef.learning.base import TrainingJob, TrainingResult
+from reef.learning.training.chunked_logprobs import completion_logprobs
 from reef.learning.training.distillation import DISTILLATION_LOSSES, DistillationStep, with_teacher_prompt
 from reef.learning.training.hindsight import HindsightStep
 from reef.learning.training.losses import resolve_loss
-from reef.learning.training.samples import collate, token_logprobs, tokenize_sample
+from reef.learning.training.precision import compute_context, keep_adapter_deltas_fp32, resolve_compute_dtype
+from reef.learning.training.samples import collate, tokenize_sample
 
 DEFAULT_LEARNING_RATE = TrainingSettings.model_fields["learning_rate"].default
 
@@ -38,6 +43,10 @@ def run_training_job(job: TrainingJob, progress: Progress | None = None) -> Trai
     random.seed(seed)
     torch.manual_seed(seed)
     model, tokenizer, device = load_trainable_model(job)
+    full_finetune = bool(config.get("full_finetune", False))
+    compute_dtype = resolve_compute_dtype(str(config.get("compute_dtype", "auto")), device, full_finetune)
+    if compute_dtype != torch.float32 and not full_finetune:
+        keep_adapter_deltas_fp32(model)
     max_seq_len = int(config.get("max_seq_len", 512))
     samples = [tokenize_sample(s, tokenizer, max_seq_len) for s in job.samples]
     distill = None
@@ -45,7 +54,7 @@ def run_training_job(job: TrainingJob, progress: Progress | None = None) -> Trai
         samples = [with_teacher_prompt(s, tokenizer, max_seq_len) for s in samples]
         step_class = HindsightStep if job.loss == "openclawrl" else DistillationStep
         distill = step_class.open(config, model, tokenizer, device, job.base_model_path, job.parent_adapter_path)
-    plain = plain_loss(job, model, tokenizer, device)
+    plain = plain_loss(job, model, tokenizer, device, compute_dtype)
     micro = int(config.get("micro_batch_size", 8))
     optimizer = torch.optim.AdamW(
         [p for p in model.parameters() if p.requires_grad], lr=float(config.get("learning_rate", DEFAULT_LEARNING_RATE))
@@ -59,7 +68,8 @@ def run_training_job(job: TrainingJob, progress: Progress | None = None) -> Trai
         order.shuffle(samples)
         for first in range(0, len(samples), micro):
             chunk = samples[first : first + micro]
-            loss, extra = distill.loss(chunk) if distill is not None else plain(chunk)
+            with compute_context(compute_dtype, device):
+                loss, extra = distill.loss(chunk) if distill is not None else plain(chunk)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()
@@ -94,7 +104,8 @@ def run_training_job(job: TrainingJob, progress: Progress | None = None) -> Trai
         "tokens": tokens,
         "wall_s": round(time.perf_counter() - started, 3),
         "device": device,
-        "full_finetune": bool(config.get("full_finetune", False)),
+        "compute_dtype": str(compute_dtype).removeprefix("torch."),
+        "full_finetune": full_finetune,
         "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
         "pid": os.getpid(),
         **terms,
@@ -104,7 +115,7 @@ def run_training_job(job: TrainingJob, progress: Progress | None = None) -> Trai
     return TrainingResult(adapter_path=job.output_dir, metrics=metrics)
 
 
-def plain_loss(job: TrainingJob, model: Any, tokenizer: Any, device: str) -> StepLoss:
+def plain_loss(job: TrainingJob, model: Any, tokenizer: Any, device: str, compute_dtype: torch.dtype) -> StepLoss:
     """The loss of the recipes that score the recorded tokens alone (`sft`, `rl`, `grpo`, a dotted function)."""
     loss_fn = resolve_loss(job.loss) if job.loss not in DISTILLATION_LOSSES else None
     kl_coef = float(job.config.get("kl_coef", 0.0))
@@ -112,11 +123,11 @@ def plain_loss(job: TrainingJob, model: Any, tokenizer: Any, device: str) -> Ste
     def step(chunk: list[dict[str, Any]]) -> tuple[torch.Tensor, dict[str, Any]]:
         assert loss_fn is not None
         batch = collate(chunk, tokenizer.pad_token_id, device)
-        logprobs = token_logprobs(model, batch)
+        logprobs = completion_logprobs(model, batch, compute_dtype)
         ref_logprobs = None
         if kl_coef:
             with torch.no_grad(), model.disable_adapter():
-                ref_logprobs = token_logprobs(model, batch)
+                ref_logprobs = completion_logprobs(model, batch, compute_dtype)
         return loss_fn(batch, logprobs, ref_logprobs, job.config), {}
 
     return step

@@ -1,7 +1,8 @@
 """The training losses, as plain functions on per-token log-probabilities.
 
 Shapes: `logprobs`, `mask`, `old_logprobs`, `ref_logprobs` are `[B, T]`, aligned so that position t holds
-log p(x_{t+1} | x_{≤t}); `mask` is 1 on the completion tokens that carry the loss. `advantages` is `[B]`.
+log p(x_{t+1} | x_{≤t}); `mask` is 1 on the completion tokens that carry the loss, and the job computes
+`logprobs` and `ref_logprobs` there alone (0 elsewhere). `advantages` is `[B]`.
 A recipe names its loss (`sft`, `rl`, `grpo`) or a dotted `package.module:function` with the
 `LossFn` signature; `resolve_loss` turns that name into the function the job calls.
 """

@@ -1,0 +1,122 @@
+"""Log-probs of chosen tokens through the output projection, chunk by chunk, never holding `[N, V]` at once.
+
+For hidden states h_n `[N, H]`, the output projection W `[V, H]` and the chosen tokens y_n:
+
+    z_n = W h_n,   log p(y_n) = z_{n, y_n} − log Σ_v exp(z_{n, v})
+
+and, for an upstream gradient g_n = ∂L/∂log p(y_n), with P_n = softmax(z_n) and e_y the one-hot of y_n:
+
+    ∂L/∂h_n = g_n · (e_{y_n} − P_n)ᵀ W,      ∂L/∂W = Σ_n g_n · (e_{y_n} − P_n) h_nᵀ
+
+The forward keeps only the per-row log-normaliser; the backward recomputes each chunk's logits. Peak memory
+is one chunk's `[rows, V]` instead of the full logits, their log-softmax and its gradient (8 × 128 × 49,152
+fp32 values are 200 MB each). The matmuls run in `compute_dtype` (bfloat16 uses this CPU's AMX); the
+log-normaliser, the softmax and the returned log-probs are fp32.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from reef.learning.training.samples import token_logprobs
+
+CHUNK_ROWS = 256  # 256 × 49,152 fp32 logits: 50 MB at a time
+
+
+class ChunkedTokenLogprobs(torch.autograd.Function):
+    """`log p(y_n)` `[N]` from `hidden` `[N, H]`, `weight` `[V, H]`, `targets` `[N]` (the math: module docstring)."""
+
+    @staticmethod
+    def forward(  # type: ignore[override]
+        ctx: Any,
+        hidden: torch.Tensor,
+        weight: torch.Tensor,
+        targets: torch.Tensor,
+        compute_dtype: torch.dtype,
+        chunk_rows: int,
+    ) -> torch.Tensor:
+        with torch.autocast(hidden.device.type, enabled=False):  # the dtypes here are explicit
+            return ChunkedTokenLogprobs._forward(ctx, hidden, weight, targets, compute_dtype, chunk_rows)
+
+    @staticmethod
+    def _forward(
+        ctx: Any,
+        hidden: torch.Tensor,
+        weight: torch.Tensor,
+        targets: torch.Tensor,
+        compute_dtype: torch.dtype,
+        chunk_rows: int,
+    ) -> torch.Tensor:
+        weight_c = weight.to(compute_dtype)
+        logprobs = torch.empty(hidden.shape[0], dtype=torch.float32, device=hidden.device)
+        log_normalisers = torch.empty_like(logprobs)
+        for rows in _chunks(hidden.shape[0], chunk_rows):
+            logits = (hidden[rows].to(compute_dtype) @ weight_c.T).float()
+            log_normalisers[rows] = torch.logsumexp(logits, dim=-1)
+            chosen = logits.gather(-1, targets[rows].unsqueeze(-1)).squeeze(-1)
+            logprobs[rows] = chosen - log_normalisers[rows]
+        ctx.save_for_backward(hidden, weight, targets, log_normalisers)
+        ctx.compute_dtype, ctx.chunk_rows = compute_dtype, chunk_rows
+        return logprobs
+
+    @staticmethod
+    def backward(ctx: Any, grad_logprobs: torch.Tensor) -> tuple[torch.Tensor | None, ...]:  # type: ignore[override]
+        hidden, weight, targets, log_normalisers = ctx.saved_tensors
+        compute_dtype = ctx.compute_dtype
+        weight_c = weight.to(compute_dtype)
+        grad_hidden = torch.empty_like(hidden) if ctx.needs_input_grad[0] else None
+        grad_weight = torch.zeros_like(weight, dtype=torch.float32) if ctx.needs_input_grad[1] else None
+        for rows in _chunks(hidden.shape[0], ctx.chunk_rows):
+            hidden_c = hidden[rows].to(compute_dtype)
+            probs = torch.exp((hidden_c @ weight_c.T).float() - log_normalisers[rows].unsqueeze(-1))
+            grad = grad_logprobs[rows].unsqueeze(-1)
+            # g · (e_y − P), written in place over P.
+            grad_logits = probs.mul_(-grad).scatter_add_(-1, targets[rows].unsqueeze(-1), grad).to(compute_dtype)
+            if grad_hidden is not None:
+                grad_hidden[rows] = (grad_logits @ weight_c).to(hidden.dtype)
+            if grad_weight is not None:
+                grad_weight += (grad_logits.T @ hidden_c).float()
+        if grad_weight is not None:
+            grad_weight = grad_weight.to(weight.dtype)
+        return grad_hidden, grad_weight, None, None, None
+
+
+def chunked_token_logprobs(
+    hidden: torch.Tensor,
+    weight: torch.Tensor,
+    targets: torch.Tensor,
+    compute_dtype: torch.dtype = torch.float32,
+    chunk_rows: int = CHUNK_ROWS,
+) -> torch.Tensor:
+    """log p(y_n) `[N]` for hidden states `[N, H]` under the output projection `weight` `[V, H]`; differentiable."""
+    logprobs: torch.Tensor = ChunkedTokenLogprobs.apply(hidden, weight, targets, compute_dtype, chunk_rows)
+    return logprobs
+
+
+def completion_logprobs(model: Any, batch: dict[str, torch.Tensor], compute_dtype: torch.dtype) -> torch.Tensor:
+    """`samples.token_logprobs` at the positions where `batch["mask"]` is 1 (0 elsewhere), `[B, L-1]`: one pass
+    through the model's body, then the output projection on those positions alone (`chunked_token_logprobs`).
+
+    Models whose head is not a plain bias-free projection (a LoRA on `lm_head`, soft-capped logits) take the
+    full-logits path instead."""
+    causal_lm = model.get_base_model() if hasattr(model, "get_base_model") else model
+    head = causal_lm.get_output_embeddings()
+    if type(head) is not torch.nn.Linear or head.bias is not None or _caps_logits(causal_lm.config):
+        return token_logprobs(model, batch) * batch["mask"]
+    hidden = causal_lm.get_decoder()(
+        input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]
+    ).last_hidden_state
+    positions = batch["mask"].nonzero(as_tuple=True)
+    targets = batch["input_ids"][:, 1:][positions]
+    chosen = chunked_token_logprobs(hidden[:, :-1][positions], head.weight, targets, compute_dtype)
+    return torch.zeros(batch["mask"].shape, dtype=chosen.dtype, device=chosen.device).index_put(positions, chosen)
+
+
+def _caps_logits(config: Any) -> bool:
+    return any(getattr(config, name, None) is not None for name in ("final_logit_softcapping", "logit_scale"))
+
+
+def _chunks(total: int, size: int) -> list[slice]:
+    return [slice(start, min(start + size, total)) for start in range(0, total, size)]
