@@ -42,6 +42,7 @@ class Rollout:
     tags: dict[str, Any]
     release_id: str | None = None  # the release that served it
     answer: str | None = None  # the assistant's text (chat dialect), for recipes that show it to a teacher
+    precision: str | None = None  # the dtype of the matmuls that computed `logprobs` (local engine)
 
     @classmethod
     def from_record(cls, record: Record) -> Rollout:
@@ -61,6 +62,7 @@ class Rollout:
             tags=dict(tags),
             release_id=record.release_id(),
             answer=_answer_text(payload.get("response")) if chat else None,
+            precision=training.get("precision"),
         )
 
     def policy_sample(self) -> dict[str, Any] | None:
@@ -69,7 +71,10 @@ class Rollout:
             return None
         if len(self.logprobs) != len(self.completion_ids):
             return None
-        return {"prompt_ids": self.prompt_ids, "completion_ids": self.completion_ids, "old_logprobs": self.logprobs}
+        sample = {"prompt_ids": self.prompt_ids, "completion_ids": self.completion_ids, "old_logprobs": self.logprobs}
+        if self.precision:
+            sample["rollout_precision"] = self.precision  # what computed `old_logprobs` (the engine's matmuls)
+        return sample
 
     def prompt(self) -> dict[str, Any] | None:
         """The prompt as token ids when captured, else as chat messages; None when neither is available."""

@@ -63,6 +63,7 @@ def test_the_first_rl_step_on_an_on_policy_rollout_has_ratio_one_so_the_loss_is_
     with torch.no_grad():
         recorded = token_logprobs(model, collate([sample], tokenizer.pad_token_id))[0]
     sample["old_logprobs"] = recorded[len(prompt_ids) - 1 :].tolist()
+    sample["rollout_precision"] = "float32"
 
     # A fresh LoRA adapter starts as the identity, so the ratio is 1 and the KL to the base is 0: exactly so in
     # fp32, the precision the log-probs were recorded at; to within bfloat16's per-token spread (a few percent).
@@ -70,3 +71,7 @@ def test_the_first_rl_step_on_an_on_policy_rollout_has_ratio_one_so_the_loss_is_
     result = run_training_job(TrainingJob(base_model_path, None, [sample], "rl", settings, tmp_path / "rl"))
     assert result.metrics["compute_dtype"] == compute_dtype
     assert result.metrics["loss"][0] == pytest.approx(-0.75, abs=tolerance)
+    # The mismatch the importance ratio sees before any update, reported with what recorded the log-probs.
+    first = result.metrics["rollout_first_step"]
+    assert first["rollout_precisions"] == ["float32"]
+    assert first["rollout_gap"] < tolerance and first["rollout_ratio_std"] < 2 * tolerance

@@ -63,6 +63,7 @@ def run_training_job(job: TrainingJob, progress: Progress | None = None) -> Trai
     losses: list[float] = []
     terms: dict[str, list[float]] = {}  # a loss's own terms per step (openclawrl: loss_rl, loss_opd)
     tokens = 0
+    first_gap: dict[str, Any] = {}
     model.train()
     for epoch in range(int(config.get("epochs", 1))):
         order.shuffle(samples)
@@ -75,6 +76,8 @@ def run_training_job(job: TrainingJob, progress: Progress | None = None) -> Trai
             optimizer.step()
             if distill is not None:
                 distill.after_update()
+            if not losses:
+                first_gap = {name: value for name, value in extra.items() if name.startswith("rollout_")}
             losses.append(float(loss.detach()))
             for name, value in extra.items():
                 if name.startswith("loss_"):
@@ -112,6 +115,8 @@ def run_training_job(job: TrainingJob, progress: Progress | None = None) -> Trai
     }
     if distill is not None:
         metrics.update(teacher=distill.teacher.kind, teacher_s=round(distill.teacher_s, 3))
+    if first_gap:
+        metrics["rollout_first_step"] = first_gap  # the precision mismatch, before any update (see rollout_gap)
     return TrainingResult(adapter_path=job.output_dir, metrics=metrics)
 
 
@@ -128,9 +133,34 @@ def plain_loss(job: TrainingJob, model: Any, tokenizer: Any, device: str, comput
         if kl_coef:
             with torch.no_grad(), model.disable_adapter():
                 ref_logprobs = completion_logprobs(model, batch, compute_dtype)
-        return loss_fn(batch, logprobs, ref_logprobs, job.config), {}
+        return loss_fn(batch, logprobs, ref_logprobs, job.config), rollout_gap(chunk, batch, logprobs)
 
     return step
+
+
+def rollout_gap(chunk: list[dict[str, Any]], batch: dict[str, torch.Tensor], logprobs: torch.Tensor) -> dict[str, Any]:
+    """How far this step's log-probs are from those recorded at serving time, over the recorded tokens.
+
+    `rollout_gap` = mean |log π_train(y_t) − log π_recorded(y_t)| and `rollout_ratio_std` = the spread of
+    exp(log π_train − log π_recorded). Before the first update the weights are those that sampled, so the
+    first step's figures are the serving/training precision mismatch the importance ratio sees
+    (`rollout_precisions`: what the engine recorded; this job's `compute_dtype` is in the metrics).
+    """
+    rows = [i for i, sample in enumerate(chunk) if sample.get("old_logprobs") is not None]
+    if not rows:
+        return {}
+    index = torch.tensor(rows, device=logprobs.device)
+    mask = batch["mask"].index_select(0, index).bool()
+    delta = (logprobs.detach().index_select(0, index) - batch["old_logprobs"].index_select(0, index))[mask]
+    delta = delta[torch.isfinite(delta)]  # opd pads untrained turns' recorded log-probs with NaN
+    if delta.numel() == 0:
+        return {}
+    precisions = sorted({str(chunk[i].get("rollout_precision") or "unknown") for i in rows})
+    return {
+        "rollout_gap": round(float(delta.abs().mean()), 5),
+        "rollout_ratio_std": round(float(delta.exp().std()) if delta.numel() > 1 else 0.0, 5),
+        "rollout_precisions": precisions,
+    }
 
 
 def load_trainable_model(job: TrainingJob) -> tuple[Any, Any, str]:
