@@ -142,9 +142,10 @@ def rollout_gap(chunk: list[dict[str, Any]], batch: dict[str, torch.Tensor], log
     """How far this step's log-probs are from those recorded at serving time, over the recorded tokens.
 
     `rollout_gap` = mean |log π_train(y_t) − log π_recorded(y_t)| and `rollout_ratio_std` = the spread of
-    exp(log π_train − log π_recorded). Before the first update the weights are those that sampled, so the
-    first step's figures are the serving/training precision mismatch the importance ratio sees
-    (`rollout_precisions`: what the engine recorded; this job's `compute_dtype` is in the metrics).
+    exp(log π_train − log π_recorded). When the job starts from the adapter that served the rollouts (not from
+    a kept, unpublished lineage tip), the first step's figures are the serving/training precision mismatch the
+    importance ratio sees (`rollout_precisions`: what the engine recorded; this job's `compute_dtype` is in the
+    metrics).
     """
     rows = [i for i, sample in enumerate(chunk) if sample.get("old_logprobs") is not None]
     if not rows:
