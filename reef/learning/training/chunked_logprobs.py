@@ -37,26 +37,15 @@ class ChunkedTokenLogprobs(torch.autograd.Function):
         compute_dtype: torch.dtype,
         chunk_rows: int,
     ) -> torch.Tensor:
-        with torch.autocast(hidden.device.type, enabled=False):  # the dtypes here are explicit
-            return ChunkedTokenLogprobs._forward(ctx, hidden, weight, targets, compute_dtype, chunk_rows)
-
-    @staticmethod
-    def _forward(
-        ctx: Any,
-        hidden: torch.Tensor,
-        weight: torch.Tensor,
-        targets: torch.Tensor,
-        compute_dtype: torch.dtype,
-        chunk_rows: int,
-    ) -> torch.Tensor:
         weight_c = weight.to(compute_dtype)
         logprobs = torch.empty(hidden.shape[0], dtype=torch.float32, device=hidden.device)
         log_normalisers = torch.empty_like(logprobs)
-        for rows in _chunks(hidden.shape[0], chunk_rows):
-            logits = (hidden[rows].to(compute_dtype) @ weight_c.T).float()
-            log_normalisers[rows] = torch.logsumexp(logits, dim=-1)
-            chosen = logits.gather(-1, targets[rows].unsqueeze(-1)).squeeze(-1)
-            logprobs[rows] = chosen - log_normalisers[rows]
+        with torch.autocast(hidden.device.type, enabled=False):  # the dtypes here are explicit
+            for rows in _chunks(hidden.shape[0], chunk_rows):
+                logits = (hidden[rows].to(compute_dtype) @ weight_c.T).float()
+                log_normalisers[rows] = torch.logsumexp(logits, dim=-1)
+                chosen = logits.gather(-1, targets[rows].unsqueeze(-1)).squeeze(-1)
+                logprobs[rows] = chosen - log_normalisers[rows]
         ctx.save_for_backward(hidden, weight, targets, log_normalisers)
         ctx.compute_dtype, ctx.chunk_rows = compute_dtype, chunk_rows
         return logprobs
