@@ -42,8 +42,16 @@ def supports(model: Any) -> bool:
 
 
 def bfloat16_supported() -> bool:
-    """True where oneDNN runs bfloat16 matmuls natively (AVX-512 BF16 / AMX); elsewhere they are emulated."""
-    return bool(torch.backends.mkldnn.is_available() and torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    """True where this CPU runs bfloat16 matmuls natively (AMX or AVX-512 BF16) and oneDNN is there to use them.
+
+    Elsewhere they would be emulated and slower than float32 (oneDNN's own `_is_mkldnn_bf16_supported` says yes
+    on any AVX-512 CPU, emulated or not). The training step's `compute_dtype: auto` asks the same question."""
+    cpu: Any = torch.cpu
+    try:
+        native = bool(cpu._is_amx_tile_supported() or cpu._is_avx512_bf16_supported())
+    except AttributeError:  # an older torch without the probes: take the safe precision
+        return False
+    return native and torch.backends.mkldnn.is_available()
 
 
 class _Linear:

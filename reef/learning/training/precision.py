@@ -20,6 +20,8 @@ from typing import Any
 
 import torch
 
+from reef.inference.local.llama import bfloat16_supported
+
 FP32_ATTENTION = "reef_sdpa_fp32"
 COMPUTE_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 
@@ -30,17 +32,9 @@ def resolve_compute_dtype(setting: str, device: str, full_finetune: bool = False
     as an occasional whole bfloat16 step, and its loss curve was not checked against fp32's (a LoRA's was)."""
     if setting != "auto":
         return COMPUTE_DTYPES[setting]
-    if not full_finetune and (device == "cuda" or _cpu_has_fast_bfloat16()):
+    if not full_finetune and (device == "cuda" or bfloat16_supported()):
         return torch.bfloat16
     return torch.float32
-
-
-def _cpu_has_fast_bfloat16() -> bool:
-    cpu: Any = torch.cpu
-    try:
-        return bool(cpu._is_amx_tile_supported() or cpu._is_avx512_bf16_supported())
-    except AttributeError:  # an older torch without the probes: take the safe precision
-        return False
 
 
 def compute_context(dtype: torch.dtype, device: str) -> contextlib.AbstractContextManager[Any]:

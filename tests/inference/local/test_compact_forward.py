@@ -139,3 +139,17 @@ async def test_the_bfloat16_engine_records_its_precision_and_log_probs_close_to_
     # a wrong position, cache row or adapter moves it by whole nats.
     assert sum(gaps) / len(gaps) < 0.06
     assert max(gaps) < 0.6
+
+
+def test_auto_precision_takes_bfloat16_only_where_the_cpu_runs_it_natively(base, monkeypatch):
+    from reef.inference.local import engine as engine_module
+
+    model, _ = base
+    monkeypatch.setattr(engine_module, "bfloat16_supported", lambda: False)
+    emulated = engine_module.compact_forward(model, "cpu", "auto")
+    assert emulated is not None and emulated.precision == "float32"
+    monkeypatch.setattr(engine_module, "bfloat16_supported", lambda: True)
+    native = engine_module.compact_forward(model, "cpu", "auto")
+    assert native is not None and native.precision == "bfloat16"
+    assert engine_module.compact_forward(model, "cuda", "auto") is None
+    assert engine_module.compact_forward(model, "cpu", "float16") is None
