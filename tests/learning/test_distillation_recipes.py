@@ -161,11 +161,22 @@ def test_sdpo_waits_for_the_full_grid_and_teaches_each_attempt_with_the_first_ot
     grid_reports(processor, "s1", dict(list(scores.items())[:3]))
     assert processor.ready() == 0 and processor.waiting_grids() == 1
     grid_reports(processor, "s1", dict(list(scores.items())[3:]))
-    samples = processor.build_batch().samples
-    contexts = [s["teacher_messages"][-1]["content"] for s in samples]
+    batch = processor.build_batch()
     # a/0 succeeded but has no *other* success to learn from; a/1 learns from a/0; group b has no success at all.
-    assert [s["weight"] for s in samples] == [0.0, 1.0, 0.0, 0.0]
-    assert contexts[1] == "2+2?\n\nA correct reply is:\nanswer s1-a-0" and contexts[0] == "2+2?"
+    # Weight-0 attempts are left out of the step, but the whole grid is consumed with it.
+    (sample,) = batch.samples
+    assert sample["weight"] == 1.0
+    assert sample["teacher_messages"][-1]["content"] == "2+2?\n\nA correct reply is:\nanswer s1-a-0"
+    assert len(batch.record_ids) == 8
+
+
+def test_sdpo_discards_a_grid_where_no_attempt_has_a_successful_sibling():
+    processor = load_recipe("sdpo", settings("sdpo", groups=1, rollouts=2)).processor()
+    grid_reports(processor, "s3", {("a", 0): 1.0, ("a", 1): 0.2})
+    grid_reports(processor, "s4", {("a", 0): 0.1, ("a", 1): 0.2})
+    assert processor.ready() == 1  # s3: a/1 learns from a/0
+    ((reason, record_ids),) = processor.discarded()
+    assert "'s4'" in reason and "nothing to learn" in reason and len(record_ids) == 4
 
 
 def test_sdpo_discards_a_grid_that_spans_two_releases_and_says_why():
