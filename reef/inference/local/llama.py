@@ -223,10 +223,13 @@ class LlamaForward:
         """Temperature-1 log-probs of `completion_ids` after `prompt_ids` ([len(completion)], float32)."""
         ids = prompt_ids + completion_ids[:-1]
         cache = self.new_cache()
-        cache.add([len(ids)])
-        positions = torch.arange(len(ids), device=self.device).unsqueeze(0)
-        tensor = torch.tensor([ids], dtype=torch.long, device=self.device)
-        hidden = self._layers(tensor, positions, cache, slice(0, 1), None, lora)[0, len(prompt_ids) - 1 :]
+        try:
+            cache.add([len(ids)])
+            positions = torch.arange(len(ids), device=self.device).unsqueeze(0)
+            tensor = torch.tensor([ids], dtype=torch.long, device=self.device)
+            hidden = self._layers(tensor, positions, cache, slice(0, 1), None, lora)[0, len(prompt_ids) - 1 :]
+        finally:
+            self.release(cache)  # the next batch reuses its memory
         logprobs = torch.log_softmax(self._logits(hidden), dim=-1)
         targets = torch.tensor(completion_ids, dtype=torch.long, device=self.device).unsqueeze(1)
         return logprobs.gather(1, targets).squeeze(1)

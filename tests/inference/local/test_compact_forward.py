@@ -67,6 +67,18 @@ def test_rows_that_join_leave_and_outgrow_the_cache_decode_as_transformers_does(
     assert int(cache.lengths.max()) > 128
 
 
+def test_scoring_gives_the_spare_cache_back_for_the_next_batch(base):
+    model, tokenizer = base
+    forward = LlamaForward(model, torch.float32)
+    spare = forward.new_cache()
+    forward.release(spare)
+    prompt = prompts_of(tokenizer)[0]
+    with torch.inference_mode():
+        scores = forward.score(prompt, [tokenizer.eos_token_id], None)
+    assert scores.shape == (1,) and float(scores[0]) <= 0
+    assert forward.new_cache() is spare and spare.rows == 0
+
+
 def test_a_lora_adapter_read_from_peft_gives_the_peft_models_logits_and_dora_is_declined(base, model_dir, tmp_path):
     from peft import LoraConfig, PeftModel, get_peft_model
 
