@@ -50,6 +50,7 @@ class InferenceSettings(_Section):
     max_batch_size: int = Field(16, gt=0)
     max_queue: int = Field(256, gt=0)
     max_resident_adapters: int = Field(8, gt=0)
+    threads: int = Field(0, ge=0)  # the local engine's torch threads on a CPU; 0: chosen by the engine
     default_max_new_tokens: int = Field(256, gt=0)
     served_model_name: str | None = None
 

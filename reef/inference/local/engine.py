@@ -55,7 +55,9 @@ class LocalEngine(Engine):
         started = time.perf_counter()
         self.model_dir = resolve_model_path(settings.model_path, settings.model_cache_dir)
         device = resolve_device(settings.device)
-        if device == "cpu" and "OMP_NUM_THREADS" not in os.environ:
+        if device == "cpu" and settings.threads:
+            torch.set_num_threads(settings.threads)
+        elif device == "cpu" and "OMP_NUM_THREADS" not in os.environ:
             # Matmul threads get every core but one, which stays with the asyncio loop (HTTP, recording): when
             # intra-op threads outnumber free cores, torch's barriers stall and decoding slows several-fold.
             # An explicit OMP_NUM_THREADS wins.

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import threading
 
 import orjson
 import pytest
@@ -168,3 +169,21 @@ async def test_a_stream_closed_early_is_recorded_incomplete_and_stops_decoding(e
     result = stream.result()
     assert not result.complete and len(result.training["completion_token_ids"]) < 200
     assert after.usage["completion_tokens"] == 4
+
+
+async def test_inference_threads_sets_the_engines_torch_threads(local_settings):
+    import torch
+
+    before = torch.get_num_threads()
+    engine = LocalEngine(local_settings.model_copy(update={"threads": 3}))
+    try:
+        await engine.start()
+        # torch applies the count to each thread when it first runs an op there (the scheduler's thread, say).
+        seen: list[int] = []
+        thread = threading.Thread(target=lambda: seen.append(torch.get_num_threads()))
+        thread.start()
+        thread.join()
+        assert seen == [3]
+    finally:
+        await engine.aclose()
+        torch.set_num_threads(before)
