@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import statistics
 import sys
 import tempfile
@@ -72,15 +71,11 @@ def measure(threads: int, new_tokens: int) -> dict[int, tuple[float, float]]:
             "--inference.threads", str(threads), "--inference.max-batch-size", "16",
             "--storage.dir", state, "--reef.port", str(port),
         ]  # fmt: skip
-        env_threads = os.environ.pop("OMP_NUM_THREADS", None)  # the flag, not the environment, sets threads here
-        try:
-            with ReefServer(command, f"http://127.0.0.1:{port}", Path(state) / "serve.log") as server:
-                server.wait_healthy(300)
-                asyncio.run(concurrent(server.url, 1, 8))  # warm-up
-                return {n: asyncio.run(concurrent(server.url, n, new_tokens)) for n in (1, 8, 16)}
-        finally:
-            if env_threads is not None:
-                os.environ["OMP_NUM_THREADS"] = env_threads
+        # `--inference.threads` wins over an OMP_NUM_THREADS in the environment.
+        with ReefServer(command, f"http://127.0.0.1:{port}", Path(state) / "serve.log") as server:
+            server.wait_healthy(300)
+            asyncio.run(concurrent(server.url, 1, 8))  # warm-up
+            return {n: asyncio.run(concurrent(server.url, n, new_tokens)) for n in (1, 8, 16)}
 
 
 def main() -> None:
