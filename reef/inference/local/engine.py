@@ -11,13 +11,15 @@ from typing import Any
 
 import torch
 
+from reef.core.errors import BadRequest
 from reef.core.releases import Release
 from reef.core.scenarios import Dialect
 from reef.core.settings import InferenceSettings
 from reef.inference.base import Completion, CompletionStream, Engine, RequestContext
 from reef.inference.local.adapters import AdapterSet, Binding, Bindings, binding_for
+from reef.inference.local.decode_batch import SlotForward
 from reef.inference.local.llama import LlamaForward, bfloat16_supported, supports
-from reef.inference.local.model_files import load_base_model, resolve_device, resolve_model_path
+from reef.inference.local.model_files import gguf_source, load_base_model, resolve_device, resolve_model_path
 from reef.inference.local.request import RequestSetup, prompt_ids_of, raise_failure, submit, to_chat
 from reef.inference.local.scheduler import Failed, Scheduler
 from reef.inference.local.scoring import check_score_request, completion_logprobs
@@ -40,7 +42,7 @@ class LocalEngine(Engine):
         self._setup: RequestSetup | None = None
         self._adapters: AdapterSet | None = None
         self._vocab_size = 0
-        self.compact: LlamaForward | None = None  # the compact forward, where it reproduces the model
+        self.compact: SlotForward | None = None  # the compact (or llama.cpp) forward, where it reproduces the model
         self._created = int(time.time())
         self.model_dir: Path | None = None
         self.model_name = settings.served_model_name or _display_name(settings.model_path)
@@ -66,7 +68,10 @@ class LocalEngine(Engine):
         eos_ids = _eos_ids(model, tokenizer)
         warm(tokenizer)
         self._adapters = AdapterSet(model, settings.max_resident_adapters)
-        self.compact = compact_forward(model, device, settings.dtype)
+        if settings.forward == "llama.cpp":
+            self.compact = llamacpp_forward(settings, model, device)
+        else:
+            self.compact = compact_forward(model, device, settings.dtype)
         scheduler = Scheduler(
             self._adapters,
             pad_id=tokenizer.pad_token_id,
@@ -85,7 +90,9 @@ class LocalEngine(Engine):
             self.model_dir,
             device,
             time.perf_counter() - started,
-            "transformers forward" if self.compact is None else f"compact forward, {self.compact.precision} matmuls",
+            "transformers forward"
+            if self.compact is None
+            else f"{type(self.compact).__name__}, {self.compact.precision}",
         )
 
     @property
@@ -160,6 +167,8 @@ class LocalEngine(Engine):
         if self._setup is not None:
             await asyncio.to_thread(self._setup.scheduler.stop)
             self._setup = None
+            if self.compact is not None:
+                self.compact.close()
 
 
 def compact_forward(model: Any, device: str, dtype: str) -> LlamaForward | None:
@@ -169,6 +178,28 @@ def compact_forward(model: Any, device: str, dtype: str) -> LlamaForward | None:
         return None
     bfloat16 = dtype == "bfloat16" or (dtype == "auto" and bfloat16_supported())
     return LlamaForward(model, torch.bfloat16 if bfloat16 else torch.float32)
+
+
+def llamacpp_forward(settings: InferenceSettings, model: Any, device: str) -> SlotForward:
+    """The llama.cpp forward over the GGUF file `settings.model_path` names; a 400 naming `inference.forward` where
+    it cannot serve this model (not a GGUF, not a Llama, not on a CPU, the package missing)."""
+    from reef.inference.local import llamacpp
+
+    assert settings.model_path is not None
+    gguf = gguf_source(settings.model_path)
+    if device != "cpu" or gguf is None or not supports(model):
+        raise BadRequest(
+            "inference.forward 'llama.cpp' serves a Llama-family .gguf model (or 'smollm2') on the CPU; "
+            f"{settings.model_path!r} on {device} is not one",
+            "inference.forward",
+        )
+    if not llamacpp.available():
+        raise BadRequest(
+            "inference.forward 'llama.cpp' needs the llama-cpp-python package: run `make setup-llamacpp`",
+            "inference.forward",
+        )
+    threads = settings.threads or llamacpp.default_threads()
+    return llamacpp.LlamaCppForward(gguf, settings.max_batch_size, threads)
 
 
 def _display_name(model_path: str) -> str:

@@ -234,6 +234,9 @@ class LlamaForward:
         targets = torch.tensor(completion_ids, dtype=torch.long, device=self.device).unsqueeze(1)
         return logprobs.gather(1, targets).squeeze(1)
 
+    def close(self) -> None:
+        """Nothing to free beyond what Python's collector frees."""
+
     def _layers(
         self,
         ids: torch.Tensor,

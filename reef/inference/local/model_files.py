@@ -36,6 +36,12 @@ def resolve_model_path(model_path: str, cache_dir: Path) -> Path:
     )
 
 
+def gguf_source(model_path: str) -> Path | None:
+    """The GGUF file `model_path` names (a `.gguf` path or a built-in name), or None for a model directory."""
+    source = _builtin_gguf(model_path) if model_path in BUILTIN_MODELS else Path(model_path).expanduser()
+    return source if source.is_file() and source.suffix == ".gguf" else None
+
+
 def _builtin_gguf(name: str) -> Path:
     distribution, file_name = BUILTIN_MODELS[name]
     try:

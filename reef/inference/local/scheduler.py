@@ -20,9 +20,8 @@ import torch
 
 from reef.core.errors import Unavailable
 from reef.inference.local.adapters import AdapterSet, Binding
-from reef.inference.local.decode_batch import Batch, DecodeBatch, SlotBatch
+from reef.inference.local.decode_batch import Batch, DecodeBatch, SlotBatch, SlotForward
 from reef.inference.local.detokenize import TextTracker
-from reef.inference.local.llama import LlamaForward
 from reef.inference.local.sampling import Choice, SamplingParams, pick_tokens
 from reef.inference.local.structured import Constraint
 
@@ -79,10 +78,10 @@ class Scheduler:
         eos_ids: set[int],
         max_batch_size: int,
         max_queue: int,
-        compact: LlamaForward | None = None,
+        compact: SlotForward | None = None,
     ) -> None:
         self._adapters = adapters
-        self._compact = compact  # the compact forward, for the model and adapters it reproduces
+        self._compact = compact  # the compact (or llama.cpp) forward, for the model and adapters it reproduces
         self._pad_id = pad_id
         self._eos_ids = tuple(sorted(eos_ids))
         self._max_batch_size = max_batch_size
