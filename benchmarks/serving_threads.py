@@ -1,12 +1,12 @@
-"""Decoding through `reef serve` over HTTP with 1 and with 2 (or more) torch threads: which should be the default.
+"""Decoding through `reef serve` over HTTP with 1 and with 2 (or more) threads, on the torch or llama.cpp forward.
 
 The engine's matmul threads share the machine with the server's asyncio loop (HTTP, SSE frames, recording). This
-starts `reef serve` on the embedded SmolLM2 once per thread count and streams 1, 8 and 16 concurrent chat
+starts `reef serve` on the embedded SmolLM2 once per forward and thread count and streams 1, 8 and 16 concurrent chat
 completions of exactly `--new-tokens` tokens (greedy, `min_tokens` = `max_tokens`, `ignore_eos`) through
 `/v1/chat/completions`, counting the tokens each stream's frames carry. Every rate is printed with its ratio to
-the first thread count's, measured in the same run.
+the first configuration's (first forward, first thread count), measured in the same run.
 
-    python benchmarks/serving_threads.py [--threads 1 2] [--new-tokens 128]
+    python benchmarks/serving_threads.py [--threads 1 2] [--forward torch llama.cpp] [--new-tokens 128]
 """
 
 from __future__ import annotations
@@ -62,13 +62,13 @@ async def concurrent(url: str, count: int, new_tokens: int) -> tuple[float, floa
     return sum(t for t, _ in results) / elapsed, statistics.median(f for _, f in results)
 
 
-def measure(threads: int, new_tokens: int) -> dict[int, tuple[float, float]]:
-    """{streams: (tokens/s, first-token s)} for 1, 8 and 16 streams on a fresh server with `threads`."""
+def measure(forward: str, threads: int, new_tokens: int) -> dict[int, tuple[float, float]]:
+    """{streams: (tokens/s, first-token s)} for 1, 8 and 16 streams on a fresh server with `forward`, `threads`."""
     port = free_port()
     with tempfile.TemporaryDirectory() as state:
         command = [
             sys.executable, "-m", "reef.cli.main", "serve", "--inference.model-path", "smollm2",
-            "--inference.threads", str(threads), "--inference.max-batch-size", "16",
+            "--inference.threads", str(threads), "--inference.max-batch-size", "16", "--inference.forward", forward,
             "--storage.dir", state, "--reef.port", str(port),
         ]  # fmt: skip
         # `--inference.threads` wins over an OMP_NUM_THREADS in the environment.
@@ -81,16 +81,22 @@ def measure(threads: int, new_tokens: int) -> dict[int, tuple[float, float]]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--forward", nargs="+", default=["torch"], choices=["torch", "llama.cpp"])
     parser.add_argument("--new-tokens", type=int, default=128)
     args = parser.parse_args()
-    results = {threads: measure(threads, args.new_tokens) for threads in args.threads}
-    baseline = results[args.threads[0]]
-    print(f"\nreef serve over HTTP, {args.new_tokens} new tokens a stream (baseline: {args.threads[0]} thread(s))")
-    print(f"{'threads':>7}  {'streams':>7}  {'tok/s':>7}  {'vs baseline':>11}  {'first token':>11}")
-    for threads, rows in results.items():
+    configurations = [(forward, threads) for forward in args.forward for threads in args.threads]
+    results = {config: measure(*config, args.new_tokens) for config in configurations}
+    baseline = results[configurations[0]]
+    first_forward, first_threads = configurations[0]
+    print(
+        f"\nreef serve over HTTP, {args.new_tokens} new tokens a stream "
+        f"(baseline: {first_forward}, {first_threads} thread(s))"
+    )
+    print(f"{'forward':>9}  {'threads':>7}  {'streams':>7}  {'tok/s':>7}  {'vs baseline':>11}  {'first token':>11}")
+    for (forward, threads), rows in results.items():
         for streams, (rate, first) in rows.items():
             ratio = rate / baseline[streams][0]
-            print(f"{threads:>7}  {streams:>7}  {rate:>7.1f}  {ratio:>10.2f}x  {first * 1000:>8.0f} ms")
+            print(f"{forward:>9}  {threads:>7}  {streams:>7}  {rate:>7.1f}  {ratio:>10.2f}x  {first * 1000:>8.0f} ms")
 
 
 if __name__ == "__main__":
