@@ -20,7 +20,7 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 # The optional llama.cpp forward (`--inference.forward llama.cpp`): llama-cpp-python builds libllama from its
-# source distribution for this CPU (about 10 minutes on 2 cores the first time; pip keeps the built wheel).
+# source distribution for this CPU (about 5 minutes on 2 cores the first time; pip keeps the built wheel).
 setup-llamacpp: $(VENV)/.llamacpp
 
 $(VENV)/.llamacpp: $(VENV)/.installed
