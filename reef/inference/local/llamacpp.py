@@ -50,8 +50,8 @@ _TENSOR_NAMES = {
 def available() -> bool:
     """True where the `llama-cpp-python` package (and its `libllama`) can be imported."""
     try:
-        import llama_cpp  # noqa: F401
-    except Exception:
+        _bindings()
+    except RuntimeError:
         return False
     return True
 
@@ -120,7 +120,6 @@ class LlamaCppForward:
     """Prefill, decode and score on one llama.cpp context over `gguf`; see the module docstring."""
 
     device = torch.device("cpu")
-    dtype = None  # not a torch dtype: the GGUF's own types
 
     def __init__(
         self, gguf: Path, max_rows: int, threads: int, positions_per_row: int = 1024, max_adapters: int = 8
@@ -249,18 +248,13 @@ class LlamaCppForward:
 
     def _load_adapter(self, lora: LoraWeights) -> Any:
         path = Path(self._adapter_dir.name) / f"{id(lora)}.gguf"
-        write_adapter(lora, path, self._heads(), self._kv_heads())
+        lib, model = self._lib, self._model
+        write_adapter(lora, path, int(lib.llama_model_n_head(model)), int(lib.llama_model_n_head_kv(model)))
         adapter = self._lib.llama_adapter_lora_init(self._model, str(path).encode())
         path.unlink()
         if not adapter:
             raise RuntimeError("llama.cpp could not load the adapter (see the log above)")
         return adapter
-
-    def _heads(self) -> int:
-        return int(self._lib.llama_model_n_head(self._model))
-
-    def _kv_heads(self) -> int:
-        return int(self._lib.llama_model_n_head_kv(self._model))
 
     def close(self) -> None:
         lib = self._lib

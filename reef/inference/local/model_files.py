@@ -24,12 +24,12 @@ BUILTIN_MODELS: dict[str, tuple[str, str]] = {
 
 def resolve_model_path(model_path: str, cache_dir: Path) -> Path:
     """A Hugging Face model directory for `model_path` (HF dir, `.gguf` file or built-in name), converting once."""
-    source = _builtin_gguf(model_path) if model_path in BUILTIN_MODELS else Path(model_path).expanduser()
+    source = _source(model_path)
     if source.is_dir():
         if not (source / "config.json").exists():
             raise BadRequest(f"{source} is not a Hugging Face model directory (no config.json)", "inference.model_path")
         return source
-    if source.is_file() and source.suffix == ".gguf":
+    if _is_gguf(source):
         return _converted_gguf(source, Path(cache_dir).expanduser())
     raise BadRequest(
         f"no model at {model_path!r} (expected a model directory, a .gguf file or 'smollm2')", "inference.model_path"
@@ -38,8 +38,16 @@ def resolve_model_path(model_path: str, cache_dir: Path) -> Path:
 
 def gguf_source(model_path: str) -> Path | None:
     """The GGUF file `model_path` names (a `.gguf` path or a built-in name), or None for a model directory."""
-    source = _builtin_gguf(model_path) if model_path in BUILTIN_MODELS else Path(model_path).expanduser()
-    return source if source.is_file() and source.suffix == ".gguf" else None
+    source = _source(model_path)
+    return source if _is_gguf(source) else None
+
+
+def _source(model_path: str) -> Path:
+    return _builtin_gguf(model_path) if model_path in BUILTIN_MODELS else Path(model_path).expanduser()
+
+
+def _is_gguf(path: Path) -> bool:
+    return path.is_file() and path.suffix == ".gguf"
 
 
 def _builtin_gguf(name: str) -> Path:
