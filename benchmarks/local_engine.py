@@ -5,7 +5,7 @@ Prints a table: tokens/s (each as a ratio to plain `generate` on the same weight
 same run), first-token latency, adapter activation time, peak RSS, and how far the log-probs the engine records
 for sampled (temperature 1) completions are from a float32 transformers recomputation of the same tokens.
 
-    python benchmarks/local_engine.py [--model smollm2] [--new-tokens 128] [--dtype auto|float32|bfloat16]
+    python benchmarks/local_engine.py [--model smollm2] [--new-tokens 128] [--dtype auto|float32|bfloat16|float16|gguf]
                                       [--forward torch|llama.cpp] [--threads N]
 """
 
@@ -25,7 +25,7 @@ from reef.core.releases import Release
 from reef.core.scenarios import Dialect
 from reef.core.settings import InferenceSettings
 from reef.inference.base import RequestContext
-from reef.inference.local import LocalEngine, load_base_model, render_prompt_ids
+from reef.inference.local import LocalEngine, llamacpp, load_base_model, render_prompt_ids
 
 QUESTIONS = [
     "Describe the sea.",
@@ -126,7 +126,7 @@ async def main() -> None:
     parser.add_argument("--model", default="smollm2")
     parser.add_argument("--new-tokens", type=int, default=128)
     parser.add_argument("--cache-dir", type=Path, default=Path("~/.cache/reef/models"))
-    parser.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16"])
+    parser.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16", "float16", "gguf"])
     parser.add_argument("--forward", default="torch", choices=["torch", "llama.cpp"])
     parser.add_argument("--threads", type=int, default=0, help="the engine's threads (0: its default)")
     args = parser.parse_args()
@@ -161,6 +161,9 @@ async def main() -> None:
         "transformers" if engine.compact is None else f"{type(engine.compact).__name__}, {engine.compact.precision}"
     )
     await engine.aclose()
+    # The baseline gets the engine's threads (llama.cpp's default is every core; torch's, every core but one).
+    threads = args.threads or (llamacpp.default_threads() if args.forward == "llama.cpp" else torch.get_num_threads())
+    torch.set_num_threads(threads)
     plain = plain_generate(engine.model_dir, 8, args.new_tokens)
     rows += [
         ("forward", forward),
@@ -178,7 +181,7 @@ async def main() -> None:
             f"mean |Δ| {gap_mean:.4f}, max {gap_max:.3f}, std of exp(Δ) {ratio_std:.4f}",
         ),
         ("peak RSS", f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB"),
-        ("engine threads", str(args.threads or "default") + f" (torch: {torch.get_num_threads()})"),
+        ("threads (engine and baseline)", str(threads)),
     ]
     width = max(len(name) for name, _ in rows)
     print(f"\nLocal engine ({args.model}, CPU, --forward {args.forward}, --dtype {args.dtype})\n" + "-" * (width + 30))

@@ -45,7 +45,8 @@ class InferenceSettings(_Section):
     max_connections: int = Field(256, gt=0)
     model_path: str | None = None
     device: Literal["cpu", "cuda", "auto"] = "auto"
-    dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
+    # the local engine's weights and matmuls; `gguf`: a GGUF file's own quantized weights (llama.cpp forward only)
+    dtype: Literal["auto", "float32", "bfloat16", "float16", "gguf"] = "auto"
     forward: Literal["torch", "llama.cpp"] = "torch"  # what computes the local engine's logits on a CPU
     model_cache_dir: Path = Path("~/.cache/reef/models")
     max_batch_size: int = Field(16, gt=0)

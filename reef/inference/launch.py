@@ -226,6 +226,10 @@ def launched_engine(settings: InferenceSettings) -> LaunchedEngine:
         raise ValueError(f"launched_engine needs backend vllm or sglang, not {backend!r}")
     if not settings.model_path:
         raise ValueError("inference.model_path is required for the vllm / sglang backends")
+    if settings.dtype == "gguf":
+        raise ValueError(
+            "inference.dtype 'gguf' is the embedded engine's llama.cpp forward's; vllm / sglang take no such dtype"
+        )
     return LaunchedEngine(settings, backend)  # type: ignore[arg-type]
 
 

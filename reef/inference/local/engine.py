@@ -19,7 +19,13 @@ from reef.inference.base import Completion, CompletionStream, Engine, RequestCon
 from reef.inference.local.adapters import AdapterSet, Binding, Bindings, binding_for
 from reef.inference.local.decode_batch import SlotForward
 from reef.inference.local.llama import LlamaForward, bfloat16_supported, supports
-from reef.inference.local.model_files import gguf_source, load_base_model, resolve_device, resolve_model_path
+from reef.inference.local.model_files import (
+    converted_once,
+    gguf_source,
+    load_base_model,
+    resolve_device,
+    resolve_model_path,
+)
 from reef.inference.local.request import RequestSetup, prompt_ids_of, raise_failure, submit, to_chat
 from reef.inference.local.scheduler import Failed, Scheduler
 from reef.inference.local.scoring import check_score_request, completion_logprobs
@@ -64,7 +70,14 @@ class LocalEngine(Engine):
             # intra-op threads outnumber free cores, torch's barriers stall and decoding slows several-fold.
             # An explicit OMP_NUM_THREADS wins.
             torch.set_num_threads(max(1, len(os.sched_getaffinity(0)) - 1))
-        model, tokenizer = load_base_model(self.model_dir, device, settings.dtype)
+        if settings.dtype == "gguf" and settings.forward != "llama.cpp":
+            raise BadRequest(
+                "inference.dtype 'gguf' (the GGUF file's own quantized weights) needs inference.forward 'llama.cpp'",
+                "inference.dtype",
+            )
+        # Under llama.cpp the transformers model only hosts the adapters (peft's factors, kept in float32).
+        host_dtype = "auto" if settings.forward == "llama.cpp" else settings.dtype
+        model, tokenizer = load_base_model(self.model_dir, device, host_dtype)
         eos_ids = _eos_ids(model, tokenizer)
         warm(tokenizer)
         self._adapters = AdapterSet(model, settings.max_resident_adapters)
@@ -182,7 +195,11 @@ def compact_forward(model: Any, device: str, dtype: str) -> LlamaForward | None:
 
 def llamacpp_forward(settings: InferenceSettings, model: Any, device: str) -> SlotForward:
     """The llama.cpp forward over the GGUF file `settings.model_path` names; a 400 naming `inference.forward` where
-    it cannot serve this model (not a GGUF, not a Llama, not on a CPU, the package missing)."""
+    it cannot serve this model (not a GGUF, not a Llama, not on a CPU, the package missing).
+
+    Its weights follow `settings.dtype`: `gguf` multiplies the file's own (e.g. Q4_1) blocks; `bfloat16`, `float16`
+    and `float32` the same weights de-quantized, converted once into the model cache; `auto` is bfloat16 where this
+    CPU runs it natively, else `gguf`."""
     from reef.inference.local import llamacpp
 
     assert settings.model_path is not None
@@ -197,6 +214,14 @@ def llamacpp_forward(settings: InferenceSettings, model: Any, device: str) -> Sl
         raise BadRequest(
             "inference.forward 'llama.cpp' needs the llama-cpp-python package: run `make setup-llamacpp`",
             "inference.forward",
+        )
+    dtype = settings.dtype
+    if dtype == "auto":
+        dtype = "bfloat16" if bfloat16_supported() else "gguf"
+    if dtype != "gguf":
+        source = gguf
+        gguf = converted_once(
+            source, settings.model_cache_dir, f".{dtype}.gguf", lambda out: llamacpp.convert(source, out, dtype)
         )
     threads = settings.threads or llamacpp.default_threads()
     return llamacpp.LlamaCppForward(gguf, settings.max_batch_size, threads)

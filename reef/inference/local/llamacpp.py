@@ -139,6 +139,7 @@ class LlamaCppForward:
         params.n_seq_max = max_rows + 1  # one more for `score`
         params.n_threads = params.n_threads_batch = threads
         params.kv_unified = True
+        params.flash_attn_type = lib.LLAMA_FLASH_ATTN_TYPE_ENABLED
         params.no_perf = True
         self._ctx = lib.llama_init_from_model(self._model, params)
         if not self._ctx:
@@ -298,6 +299,28 @@ def _permute_rows(weight: torch.Tensor, heads: int) -> torch.Tensor:
     # llama.cpp's GGUF layout of q/k: each head's rotary halves interleaved (the converter's `permute`).
     rows = weight.shape[0]
     return weight.reshape(heads, 2, rows // heads // 2, *weight.shape[1:]).swapaxes(1, 2).reshape(weight.shape)
+
+
+# `inference.dtype` -> the llama.cpp file type whose weights llama.cpp multiplies.
+FILE_TYPES = {
+    "bfloat16": "LLAMA_FTYPE_MOSTLY_BF16",
+    "float16": "LLAMA_FTYPE_MOSTLY_F16",
+    "float32": "LLAMA_FTYPE_ALL_F32",
+}
+
+
+def convert(source: Path, target: Path, dtype: str) -> None:
+    """Write `source`'s weights, de-quantized and stored as `dtype` (a `FILE_TYPES` key), as the GGUF file `target`.
+
+    De-quantizing is what the torch engine does to the same file, so the bfloat16 weights are those its bfloat16
+    matmuls multiply (each Q4_1 value rounded once to bfloat16)."""
+    lib = _bindings()
+    params = lib.llama_model_quantize_default_params()
+    params.ftype = getattr(lib, FILE_TYPES[dtype])
+    params.allow_requantize = True
+    params.nthread = default_threads()
+    if lib.llama_model_quantize(str(source).encode(), str(target).encode(), ctypes.byref(params)) != 0:
+        raise RuntimeError(f"llama.cpp could not convert {source} to {dtype} (see the log above)")
 
 
 def default_threads() -> int:

@@ -11,6 +11,7 @@ import importlib.metadata
 import os
 import shutil
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -65,20 +66,27 @@ def _builtin_gguf(name: str) -> Path:
 
 
 def _converted_gguf(gguf: Path, cache_dir: Path) -> Path:
-    stat = gguf.stat()
-    # Keyed on the file's identity so a replaced GGUF is converted again.
-    key = hashlib.sha256(f"{gguf.resolve()}:{stat.st_size}:{stat.st_mtime_ns}".encode()).hexdigest()[:12]
-    target = cache_dir / f"{gguf.stem}-{key}"
-    if (target / "config.json").exists():
+    return converted_once(gguf, cache_dir, "", lambda out: _convert(gguf, out))
+
+
+def converted_once(source: Path, cache_dir: Path, suffix: str, build: Callable[[Path], None]) -> Path:
+    """`build(path)` writes what `source` converts to at `path`, once: later calls return the cached result.
+
+    The cache entry is keyed on the file's identity, so a replaced source is converted again. `build` writes under a
+    private staging folder and the result is renamed into place, so a crash mid-way leaves no half-written entry."""
+    stat = source.stat()
+    key = hashlib.sha256(f"{source.resolve()}:{stat.st_size}:{stat.st_mtime_ns}".encode()).hexdigest()[:12]
+    target = Path(cache_dir).expanduser() / f"{source.stem}-{key}{suffix}"
+    if target.exists():
         return target
-    cache_dir.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{gguf.stem}-", dir=cache_dir))
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{source.stem}-", dir=target.parent))
     try:
-        _convert(gguf, staging)
+        build(staging / target.name)
         try:
-            os.rename(staging, target)  # atomic: a concurrent converter either wins or finds the target done
+            os.rename(staging / target.name, target)  # atomic: a concurrent converter either wins or finds it done
         except OSError:
-            if not (target / "config.json").exists():
+            if not target.exists():
                 raise
     finally:
         shutil.rmtree(staging, ignore_errors=True)

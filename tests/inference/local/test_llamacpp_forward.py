@@ -19,7 +19,7 @@ from reef.core.settings import InferenceSettings
 from reef.inference.base import RequestContext
 from reef.inference.local import LocalEngine, llamacpp, load_base_model, render_prompt_ids
 from reef.inference.local.llama import LlamaForward, lora_of
-from reef.inference.local.model_files import gguf_source
+from reef.inference.local.model_files import converted_once, gguf_source
 
 from .test_local_adapters import ask, drain, release, text_of, train_adapter
 
@@ -131,8 +131,8 @@ def test_a_lora_release_moves_llamacpps_logprobs_as_it_moves_the_torch_forwards(
 
 @pytest.fixture(scope="module")
 def cpp_engine(local_settings: InferenceSettings) -> Iterator[LocalEngine]:
-    settings = local_settings.model_copy(update={"model_path": "smollm2", "forward": "llama.cpp", "threads": 1})
-    engine = LocalEngine(settings)
+    update = {"model_path": "smollm2", "forward": "llama.cpp", "dtype": "gguf", "threads": 1}
+    engine = LocalEngine(local_settings.model_copy(update=update))
     asyncio.run(engine.start())
     yield engine
     asyncio.run(engine.aclose())
@@ -182,3 +182,60 @@ async def test_llamacpp_refuses_a_model_directory_naming_the_field(local_setting
     with pytest.raises(BadRequest) as refused:
         await engine.start()
     assert refused.value.field == "inference.forward" and ".gguf" in str(refused.value)
+
+
+def test_a_dtype_converts_the_gguf_once_to_the_weights_the_torch_engine_multiplies(base, model_dir, tmp_path):
+    import gguf as gguf_files
+    from safetensors.torch import load_file
+
+    source = gguf_source("smollm2")
+    assert source is not None
+    path = converted_once(source, tmp_path, ".bfloat16.gguf", lambda out: llamacpp.convert(source, out, "bfloat16"))
+    assert path.parent == tmp_path and [p.name for p in tmp_path.iterdir()] == [path.name]  # no staging left
+
+    def built_again(out: Path) -> None:
+        raise AssertionError("converted twice")
+
+    assert converted_once(source, tmp_path, ".bfloat16.gguf", built_again) == path
+    # Each Q4_1 value rounded once to bfloat16: bit for bit what the torch engine's bfloat16 matmuls multiply.
+    tensors = {t.name: t for t in gguf_files.GGUFReader(path).tensors}
+    hf = load_file(next(model_dir.glob("*.safetensors")))
+    for name, hf_name in [
+        ("blk.0.ffn_down.weight", "model.layers.0.mlp.down_proj.weight"),
+        ("blk.7.attn_v.weight", "model.layers.7.self_attn.v_proj.weight"),
+    ]:
+        assert tensors[name].tensor_type.name == "BF16"
+        stored = torch.from_numpy(tensors[name].data.view("int16").reshape(-1).copy()).view(torch.bfloat16)
+        assert torch.equal(stored, hf[hf_name].to(torch.bfloat16).reshape(-1))
+    model, tokenizer = base
+    cpp = llamacpp.LlamaCppForward(path, max_rows=2, threads=1)
+    try:
+        assert cpp.precision == "llama.cpp-bf16"
+        exact = LlamaForward(model, torch.float32)
+        prompt = render_prompt_ids(tokenizer, [{"role": "user", "content": QUESTIONS[0]}])
+        with torch.inference_mode():
+            completion = greedy(exact, prompt, 24)
+            gap = (cpp.score(prompt, completion, None) - exact.score(prompt, completion, None)).abs()
+    finally:
+        cpp.close()
+    assert gap.mean() < 0.04 and gap.max() < 0.3  # measured mean 0.013 on sampled tokens (README)
+
+
+async def test_the_gguf_dtype_needs_the_llamacpp_forward_naming_the_field(local_settings):
+    engine = LocalEngine(local_settings.model_copy(update={"model_path": "smollm2", "dtype": "gguf"}))
+    with pytest.raises(BadRequest) as refused:
+        await engine.start()
+    assert refused.value.field == "inference.dtype" and "llama.cpp" in str(refused.value)
+
+
+async def test_the_engine_on_llamacpp_serves_bfloat16_weights_converted_into_the_model_cache(local_settings):
+    update = {"model_path": "smollm2", "forward": "llama.cpp", "dtype": "bfloat16", "threads": 1}
+    engine = LocalEngine(local_settings.model_copy(update=update))
+    await engine.start()
+    try:
+        completion = await engine.complete(Dialect.CHAT, ask(max_tokens=16), RequestContext("geo"))
+    finally:
+        await engine.aclose()
+    assert "Paris" in text_of(completion)
+    assert completion.training is not None and completion.training["precision"] == "llama.cpp-bf16"
+    assert list(local_settings.model_cache_dir.expanduser().glob("SmolLM2-135M-Instruct.Q4_1-*.bfloat16.gguf"))
