@@ -6,7 +6,10 @@ same run), first-token latency, adapter activation time, peak RSS, and how far t
 for sampled (temperature 1) completions are from a float32 transformers recomputation of the same tokens.
 
     python benchmarks/local_engine.py [--model smollm2] [--new-tokens 128] [--dtype auto|float32|bfloat16|float16|gguf]
-                                      [--forward torch|llama.cpp] [--threads N]
+                                      [--forward torch llama.cpp] [--threads N]
+
+With both forwards (the default where llama-cpp-python is installed), each runs in its own process and prints its
+own table; the engine's default forward is torch.
 """
 
 from __future__ import annotations
@@ -15,6 +18,8 @@ import argparse
 import asyncio
 import resource
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -127,9 +132,22 @@ async def main() -> None:
     parser.add_argument("--new-tokens", type=int, default=128)
     parser.add_argument("--cache-dir", type=Path, default=Path("~/.cache/reef/models"))
     parser.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16", "float16", "gguf"])
-    parser.add_argument("--forward", default="torch", choices=["torch", "llama.cpp"])
+    parser.add_argument(
+        "--forward",
+        nargs="+",
+        choices=["torch", "llama.cpp"],
+        default=["torch", "llama.cpp"] if llamacpp.available() else ["torch"],
+        help="the forwards to measure (default: both where llama-cpp-python is installed), each in its own process",
+    )
     parser.add_argument("--threads", type=int, default=0, help="the engine's threads (0: its default)")
     args = parser.parse_args()
+    if len(args.forward) > 1:  # one process each, so that each table's peak RSS is its own
+        for forward in args.forward:
+            options = ["--model", args.model, "--new-tokens", str(args.new_tokens), "--cache-dir", str(args.cache_dir)]
+            options += ["--dtype", args.dtype, "--threads", str(args.threads), "--forward", forward]
+            subprocess.run([sys.executable, __file__, *options], check=True)
+        return
+    args.forward = args.forward[0]
     settings = InferenceSettings(
         backend="local",
         model_path=args.model,
