@@ -228,7 +228,7 @@ def launched_engine(settings: InferenceSettings) -> LaunchedEngine:
         raise ValueError("inference.model_path is required for the vllm / sglang backends")
     if settings.dtype == "gguf":
         raise ValueError(
-            "inference.dtype 'gguf' is the embedded engine's llama.cpp forward's; vllm / sglang take no such dtype"
+            "inference.dtype 'gguf' is for the embedded engine's llama.cpp forward; vllm / sglang take no such dtype"
         )
     return LaunchedEngine(settings, backend)  # type: ignore[arg-type]
 

@@ -31,7 +31,7 @@ def resolve_model_path(model_path: str, cache_dir: Path) -> Path:
             raise BadRequest(f"{source} is not a Hugging Face model directory (no config.json)", "inference.model_path")
         return source
     if _is_gguf(source):
-        return _converted_gguf(source, Path(cache_dir).expanduser())
+        return converted_once(source, cache_dir, "", lambda out: _convert(source, out))
     raise BadRequest(
         f"no model at {model_path!r} (expected a model directory, a .gguf file or 'smollm2')", "inference.model_path"
     )
@@ -63,10 +63,6 @@ def _builtin_gguf(name: str) -> Path:
         if file.name == file_name:
             return Path(str(file.locate()))
     raise BadRequest(f"{distribution!r} does not ship {file_name}", "inference.model_path")
-
-
-def _converted_gguf(gguf: Path, cache_dir: Path) -> Path:
-    return converted_once(gguf, cache_dir, "", lambda out: _convert(gguf, out))
 
 
 def converted_once(source: Path, cache_dir: Path, suffix: str, build: Callable[[Path], None]) -> Path:
