@@ -190,7 +190,7 @@ def test_two_replicas_on_postgres_elect_one_learner_take_over_on_kill_and_sync_r
 
         # A scenario deleted on one replica stops being served on the other.
         assert httpx.delete(f"{survivor}/reef/scenarios/{SCENARIO}", timeout=30).status_code in (200, 204)
-        _wait(lambda: _scenario(restarted.url) is None, 10, "the deletion seen by the other replica")
+        _wait(lambda: _scenario(restarted.url) is None, 30, "the deletion seen by the other replica")
     finally:
         for replica in replicas.values():
             replica.stop()
