@@ -50,7 +50,7 @@ lint: setup
 	$(VENV)/bin/ruff format --check reef tests benchmarks
 	$(VENV)/bin/mypy
 
-demo: setup system-deps
+demo: setup setup-llamacpp system-deps
 	$(VENV)/bin/reef demo --recipe sft --report demo-report.html
 
 bench: setup system-deps

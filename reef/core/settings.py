@@ -47,7 +47,9 @@ class InferenceSettings(_Section):
     device: Literal["cpu", "cuda", "auto"] = "auto"
     # the local engine's weights and matmuls; `gguf`: a GGUF file's own quantized weights (llama.cpp forward only)
     dtype: Literal["auto", "float32", "bfloat16", "float16", "gguf"] = "auto"
-    forward: Literal["torch", "llama.cpp"] = "torch"  # what computes the local engine's logits on a CPU
+    # what computes the local engine's logits on a CPU; `auto`: llama.cpp for a GGUF model (or 'smollm2') where
+    # llama-cpp-python is installed (`make setup-llamacpp`), else torch
+    forward: Literal["auto", "torch", "llama.cpp"] = "auto"
     model_cache_dir: Path = Path("~/.cache/reef/models")
     max_batch_size: int = Field(16, gt=0)
     max_queue: int = Field(256, gt=0)

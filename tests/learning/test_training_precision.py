@@ -42,6 +42,50 @@ def test_chunked_log_probs_and_their_gradients_equal_the_full_log_softmax():
     # bfloat16 matmuls: the same values to within bfloat16's ~3 significant digits on logits of this size.
     rounded = chunked_token_logprobs(hidden, weight, targets, torch.bfloat16, chunk_rows=8)
     assert rounded.dtype == torch.float32 and (rounded - expected).abs().max() < 0.1
+    rounded_grads = torch.autograd.grad((rounded * upstream).sum(), (hidden, weight))
+    for got, want in zip(rounded_grads, expected_grads, strict=True):
+        assert (got - want).abs().max() < 0.05 * want.abs().max()
+
+
+def test_a_frozen_output_projection_is_cast_once_and_again_only_when_it_changes():
+    generator = torch.Generator().manual_seed(1)
+    hidden = torch.randn(5, 8, generator=generator)
+    weight = torch.randn(12, 8, generator=generator)
+    targets = torch.randint(0, 12, (5,), generator=generator)
+
+    def logprobs() -> torch.Tensor:
+        return chunked_token_logprobs(hidden, weight, targets, torch.bfloat16, chunk_rows=2)
+
+    first = logprobs()
+    assert torch.equal(logprobs(), first)  # served from the kept cast
+    with torch.no_grad():
+        weight.mul_(2.0)  # an in-place update (a full fine-tune's optimizer step) must be seen
+    assert not torch.allclose(logprobs(), first)
+    assert torch.allclose(logprobs(), full_logprobs(hidden, weight, targets), atol=0.2)
+
+
+@pytest.mark.model
+def test_frozen_weights_stored_in_bfloat16_give_the_autocast_step_the_same_values(base_model_path: Path):
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from reef.learning.training.precision import compute_context, keep_adapter_deltas_fp32, store_frozen_weights
+    from reef.learning.training.samples import collate
+
+    tokenizer = AutoTokenizer.from_pretrained(base_model_path)
+    batch = collate(demonstrations(tokenizer), tokenizer.pad_token_id)
+    config = LoraConfig(r=8, lora_alpha=16, target_modules=["q_proj", "v_proj"], task_type="CAUSAL_LM")
+    model = get_peft_model(AutoModelForCausalLM.from_pretrained(base_model_path, dtype=torch.float32), config)
+    keep_adapter_deltas_fp32(model)
+    with torch.no_grad(), compute_context(torch.bfloat16, "cpu"):
+        expected = completion_logprobs(model, batch, torch.bfloat16)
+        converted = store_frozen_weights(model, torch.bfloat16)
+        got = completion_logprobs(model, batch, torch.bfloat16)
+    layers = model.config.num_hidden_layers
+    assert converted == 7 * layers  # every projection of every block; not the (tied) output projection
+    assert model.get_output_embeddings().weight.dtype == torch.float32
+    assert all(p.dtype == torch.float32 for p in model.parameters() if p.requires_grad)
+    torch.testing.assert_close(got, expected, atol=1e-5, rtol=0)
 
 
 def test_auto_precision_is_bfloat16_for_a_lora_on_cuda_fp32_for_full_weights_and_an_explicit_setting_wins():

@@ -70,20 +70,22 @@ class LocalEngine(Engine):
             # intra-op threads outnumber free cores, torch's barriers stall and decoding slows several-fold.
             # An explicit OMP_NUM_THREADS wins.
             torch.set_num_threads(max(1, len(os.sched_getaffinity(0)) - 1))
-        if settings.dtype == "gguf" and settings.forward != "llama.cpp":
+        forward = resolve_forward(settings, device)
+        if settings.dtype == "gguf" and forward != "llama.cpp":
             raise BadRequest(
-                "inference.dtype 'gguf' (the GGUF file's own quantized weights) needs inference.forward 'llama.cpp'",
+                "inference.dtype 'gguf' (the GGUF file's own quantized weights) needs the llama.cpp forward "
+                "(inference.forward 'llama.cpp', or 'auto' with llama-cpp-python installed)",
                 "inference.dtype",
             )
         # Under llama.cpp the transformers model only hosts the adapters (peft's factors, kept in float32).
-        host_dtype = "auto" if settings.forward == "llama.cpp" else settings.dtype
+        host_dtype = "auto" if forward == "llama.cpp" else settings.dtype
         model, tokenizer = load_base_model(self.model_dir, device, host_dtype)
         eos_ids = _eos_ids(model, tokenizer)
         warm(tokenizer)
         self._adapters = AdapterSet(model, settings.max_resident_adapters)
-        if settings.forward == "llama.cpp":
+        if forward == "llama.cpp" and (settings.forward == "llama.cpp" or supports(model)):
             self.compact = llamacpp_forward(settings, model, device)
-        else:
+        else:  # `auto` on a model neither forward reproduces: the transformers forward, as the torch one would
             self.compact = compact_forward(model, device, settings.dtype)
         scheduler = Scheduler(
             self._adapters,
@@ -182,6 +184,19 @@ class LocalEngine(Engine):
             self._setup = None
             if self.compact is not None:
                 self.compact.close()
+
+
+def resolve_forward(settings: InferenceSettings, device: str) -> str:
+    """`settings.forward`, with `auto` resolved: `llama.cpp` on a CPU for a GGUF model (or 'smollm2') where the
+    llama-cpp-python package is installed, else `torch`."""
+    if settings.forward != "auto":
+        return settings.forward
+    from reef.inference.local import llamacpp
+
+    assert settings.model_path is not None
+    if device == "cpu" and gguf_source(settings.model_path) is not None and llamacpp.available():
+        return "llama.cpp"
+    return "torch"
 
 
 def compact_forward(model: Any, device: str, dtype: str) -> LlamaForward | None:

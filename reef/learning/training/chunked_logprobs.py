@@ -10,19 +10,25 @@ and, for an upstream gradient g_n = ∂L/∂log p(y_n), with P_n = softmax(z_n) 
 
 The forward keeps only the per-row log-normaliser; the backward recomputes each chunk's logits. Peak memory
 is one chunk's `[rows, V]` instead of the full logits, their log-softmax and its gradient (8 × 128 × 49,152
-fp32 values are 200 MB each). The matmuls run in `compute_dtype` (bfloat16 uses this CPU's AMX); the
-log-normaliser, the softmax and the returned log-probs are fp32.
+fp32 values are 200 MB each). The matmuls run in `compute_dtype` (bfloat16 uses this CPU's AMX or AVX-512 BF16);
+the log-normaliser, the softmax and the returned log-probs are fp32.
+
+Each chunk's fp32 logits are worked on in place (max, subtract, exp, sum; then the gradient over the
+probabilities), in one buffer reused from chunk to chunk: a fresh 25 MB tensor per elementwise op costs more
+in page faults than the op itself. A frozen output projection (a LoRA's tied embeddings) is cast to
+`compute_dtype` once, not twice a step (`_cast`).
 """
 
 from __future__ import annotations
 
+import weakref
 from typing import Any
 
 import torch
 
 from reef.learning.training.samples import token_logprobs
 
-CHUNK_ROWS = 256  # 256 × 49,152 fp32 logits: 50 MB at a time
+CHUNK_ROWS = 128  # 128 × 49,152 fp32 logits: 25 MB at a time
 
 
 class ChunkedTokenLogprobs(torch.autograd.Function):
@@ -37,14 +43,16 @@ class ChunkedTokenLogprobs(torch.autograd.Function):
         compute_dtype: torch.dtype,
         chunk_rows: int,
     ) -> torch.Tensor:
-        weight_c = weight.to(compute_dtype)
+        weight_c = _cast(weight, compute_dtype)
         logprobs = torch.empty(hidden.shape[0], dtype=torch.float32, device=hidden.device)
         log_normalisers = torch.empty_like(logprobs)
+        buffer = _Buffer()
         with torch.autocast(hidden.device.type, enabled=False):  # the dtypes here are explicit
             for rows in _chunks(hidden.shape[0], chunk_rows):
-                logits = (hidden[rows].to(compute_dtype) @ weight_c.T).float()
-                log_normalisers[rows] = torch.logsumexp(logits, dim=-1)
+                logits = buffer.fp32(hidden[rows].to(compute_dtype) @ weight_c.T)
                 chosen = logits.gather(-1, targets[rows].unsqueeze(-1)).squeeze(-1)
+                peak = logits.max(dim=-1, keepdim=True).values
+                log_normalisers[rows] = logits.sub_(peak).exp_().sum(dim=-1).log_() + peak.squeeze(-1)
                 logprobs[rows] = chosen - log_normalisers[rows]
         ctx.save_for_backward(hidden, weight, targets, log_normalisers)
         ctx.compute_dtype, ctx.chunk_rows = compute_dtype, chunk_rows
@@ -54,12 +62,13 @@ class ChunkedTokenLogprobs(torch.autograd.Function):
     def backward(ctx: Any, grad_logprobs: torch.Tensor) -> tuple[torch.Tensor | None, ...]:  # type: ignore[override]
         hidden, weight, targets, log_normalisers = ctx.saved_tensors
         compute_dtype = ctx.compute_dtype
-        weight_c = weight.to(compute_dtype)
+        weight_c = _cast(weight, compute_dtype)
         grad_hidden = torch.empty_like(hidden) if ctx.needs_input_grad[0] else None
         grad_weight = torch.zeros_like(weight, dtype=torch.float32) if ctx.needs_input_grad[1] else None
+        buffer = _Buffer()
         for rows in _chunks(hidden.shape[0], ctx.chunk_rows):
             hidden_c = hidden[rows].to(compute_dtype)
-            probs = torch.exp((hidden_c @ weight_c.T).float() - log_normalisers[rows].unsqueeze(-1))
+            probs = buffer.fp32(hidden_c @ weight_c.T).sub_(log_normalisers[rows].unsqueeze(-1)).exp_()
             grad = grad_logprobs[rows].unsqueeze(-1)
             # g · (e_y − P), written in place over P.
             grad_logits = probs.mul_(-grad).scatter_add_(-1, targets[rows].unsqueeze(-1), grad).to(compute_dtype)
@@ -101,6 +110,39 @@ def completion_logprobs(model: Any, batch: dict[str, torch.Tensor], compute_dtyp
     targets = batch["input_ids"][:, 1:][positions]
     chosen = chunked_token_logprobs(hidden[:, :-1][positions], head.weight, targets, compute_dtype)
     return torch.zeros(batch["mask"].shape, dtype=chosen.dtype, device=chosen.device).index_put(positions, chosen)
+
+
+class _Buffer:
+    """One fp32 `[rows, V]` buffer, reused by every chunk of a pass (the last chunk takes its first rows)."""
+
+    def __init__(self) -> None:
+        self._data: torch.Tensor | None = None
+
+    def fp32(self, logits: torch.Tensor) -> torch.Tensor:
+        """`logits` as fp32, in the buffer (`logits` itself where it is fp32 already)."""
+        if logits.dtype == torch.float32:
+            return logits
+        if self._data is None or self._data.shape[0] < logits.shape[0] or self._data.shape[1:] != logits.shape[1:]:
+            self._data = torch.empty(logits.shape, dtype=torch.float32, device=logits.device)
+        return self._data[: logits.shape[0]].copy_(logits)
+
+
+_casts: dict[int, tuple[weakref.ref[torch.Tensor], int, torch.dtype, torch.Tensor]] = {}
+
+
+def _cast(weight: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """`weight.to(dtype)`, kept while `weight` is the same live tensor at the same version: a frozen output
+    projection (the student's, a teacher's) is cast once per job instead of in every forward and backward."""
+    if weight.dtype == dtype:
+        return weight
+    kept = _casts.get(id(weight))
+    if kept is not None and kept[0]() is weight and kept[1] == weight._version and kept[2] == dtype:
+        return kept[3]
+    cast = weight.detach().to(dtype)
+    for key in [key for key, (ref, *_) in _casts.items() if ref() is None]:
+        del _casts[key]  # tensors that are gone
+    _casts[id(weight)] = (weakref.ref(weight), weight._version, dtype, cast)
+    return cast
 
 
 def _caps_logits(config: Any) -> bool:

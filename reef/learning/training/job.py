@@ -26,7 +26,12 @@ from reef.learning.training.chunked_logprobs import completion_logprobs
 from reef.learning.training.distillation import DISTILLATION_LOSSES, DistillationStep, with_teacher_prompt
 from reef.learning.training.hindsight import HindsightStep
 from reef.learning.training.losses import resolve_loss
-from reef.learning.training.precision import compute_context, keep_adapter_deltas_fp32, resolve_compute_dtype
+from reef.learning.training.precision import (
+    compute_context,
+    keep_adapter_deltas_fp32,
+    resolve_compute_dtype,
+    store_frozen_weights,
+)
 from reef.learning.training.samples import collate, tokenize_sample
 
 DEFAULT_LEARNING_RATE = TrainingSettings.model_fields["learning_rate"].default
@@ -47,6 +52,7 @@ def run_training_job(job: TrainingJob, progress: Progress | None = None) -> Trai
     compute_dtype = resolve_compute_dtype(str(config.get("compute_dtype", "auto")), device, full_finetune)
     if compute_dtype != torch.float32 and not full_finetune:
         keep_adapter_deltas_fp32(model)
+        store_frozen_weights(model, compute_dtype)
     max_seq_len = int(config.get("max_seq_len", 512))
     samples = [tokenize_sample(s, tokenizer, max_seq_len) for s in job.samples]
     distill = None

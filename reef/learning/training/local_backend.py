@@ -8,6 +8,7 @@ The job's library output goes to `JOBDIR/worker.log`; progress comes back over a
 
 from __future__ import annotations
 
+import ctypes
 import multiprocessing
 import os
 import shutil
@@ -21,6 +22,7 @@ from reef.learning.base import TrainingBackend, TrainingJob, TrainingResult
 from reef.learning.training.jobfile import TrainingFailed, job_from_json, job_to_json, result_from_json, result_to_json
 
 LOG_TAIL_BYTES = 4000
+M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # mallopt's parameter numbers (malloc.h)
 PRELOAD = ["torch", "transformers", "peft", "reef.learning.training.job"]
 _context_lock = threading.Lock()
 _context: Any = None
@@ -103,6 +105,7 @@ def _child_main(job_json: dict[str, Any], job_dir: str, threads: int, sender: Co
     os.dup2(log, 1)
     os.dup2(log, 2)
     os.environ["TOKENIZERS_PARALLELISM"] = "false"
+    keep_freed_memory()
     import torch
 
     torch.set_num_threads(threads)
@@ -111,3 +114,21 @@ def _child_main(job_json: dict[str, Any], job_dir: str, threads: int, sender: Co
     result = run_training_job(job_from_json(job_json), progress=lambda e: sender.send({"event": "progress", **e}))
     sender.send({"event": "result", **result_to_json(result)})
     sender.close()
+
+
+def keep_freed_memory() -> bool:
+    """Have glibc's allocator keep the memory a training step frees, for the next step to reuse.
+
+    A step allocates and frees the same few-MB activations and gradients over and over; by default glibc hands
+    freed heap memory back to the kernel and serves large blocks with fresh mappings, so every reuse pays page
+    faults on memory it just had (measured: a 25 MB clone costs 20 ms, the same work in place 1 ms; a whole
+    8 × 128 step 3.4–3.7 s against 2.8–3.0 s with this). The child is one job's process, so what it keeps
+    goes back when the job ends. Returns whether the allocator took both settings (False where the C library has
+    no `mallopt`: nothing changes there)."""
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):
+        return False
+    kept = mallopt(M_TRIM_THRESHOLD, 1 << 30)  # never trim the heap below 1 GiB of free memory
+    # Blocks under 32 MB (the largest threshold glibc takes) come from the heap, not from fresh mappings.
+    return bool(kept and mallopt(M_MMAP_THRESHOLD, 32 << 20))

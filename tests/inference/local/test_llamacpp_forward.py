@@ -18,6 +18,7 @@ from reef.core.scenarios import Dialect
 from reef.core.settings import InferenceSettings
 from reef.inference.base import RequestContext
 from reef.inference.local import LocalEngine, llamacpp, load_base_model, render_prompt_ids
+from reef.inference.local.engine import resolve_forward
 from reef.inference.local.llama import LlamaForward, lora_of
 from reef.inference.local.model_files import converted_once, gguf_source
 
@@ -221,8 +222,30 @@ def test_a_dtype_converts_the_gguf_once_to_the_weights_the_torch_engine_multipli
     assert gap.mean() < 0.04 and gap.max() < 0.3  # measured mean 0.013 on sampled tokens (README)
 
 
+def test_auto_picks_llamacpp_for_a_gguf_model_on_a_cpu_and_torch_otherwise(local_settings):
+    builtin = local_settings.model_copy(update={"model_path": "smollm2"})
+    assert builtin.forward == "auto"  # the default
+    assert resolve_forward(builtin, "cpu") == "llama.cpp"
+    assert resolve_forward(builtin, "cuda") == "torch"
+    assert resolve_forward(local_settings, "cpu") == "torch"  # a safetensors directory: llama.cpp cannot read it
+    assert resolve_forward(builtin.model_copy(update={"forward": "torch"}), "cpu") == "torch"  # as asked
+
+
+async def test_the_engine_on_its_defaults_serves_smollm2_through_llamacpp(local_settings):
+    engine = LocalEngine(local_settings.model_copy(update={"model_path": "smollm2", "threads": 1}))
+    await engine.start()
+    try:
+        completion = await engine.complete(Dialect.CHAT, ask(max_tokens=16), RequestContext("geo"))
+    finally:
+        await engine.aclose()
+    assert isinstance(engine.compact, llamacpp.LlamaCppForward)
+    assert "Paris" in text_of(completion)
+    assert completion.training is not None and completion.training["precision"].startswith("llama.cpp-")
+
+
 async def test_the_gguf_dtype_needs_the_llamacpp_forward_naming_the_field(local_settings):
-    engine = LocalEngine(local_settings.model_copy(update={"model_path": "smollm2", "dtype": "gguf"}))
+    update = {"model_path": "smollm2", "dtype": "gguf", "forward": "torch"}
+    engine = LocalEngine(local_settings.model_copy(update=update))
     with pytest.raises(BadRequest) as refused:
         await engine.start()
     assert refused.value.field == "inference.dtype" and "llama.cpp" in str(refused.value)
