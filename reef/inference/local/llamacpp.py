@@ -129,6 +129,10 @@ class LlamaCppForward:
         lib.llama_backend_init()
         model_params = lib.llama_model_default_params()
         model_params.n_gpu_layers = 0
+        # No "extra" buffer types: on a CPU with AMX-INT8 llama.cpp would repack the Q4_1/Q8_0 weights for its AMX
+        # kernels, and the first decode then crashes the process (SIGSEGV, llama-cpp-python 0.3.36 on a 2-core Xeon
+        # with AMX). On x86 they repack no other tensor type this model has, so nothing else changes.
+        model_params.use_extra_bufts = False
         self._model = lib.llama_model_load_from_file(str(gguf).encode(), model_params)
         if not self._model:
             raise ValueError(f"llama.cpp could not load {gguf}")
