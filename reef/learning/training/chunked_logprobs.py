@@ -1,4 +1,4 @@
-"""Log-probs of chosen tokens through the output projection, chunk by chunk, never holding `[N, V]` at once.
+"""Log-probs of chosen tokens through the output projection, chunk by chunk, never holding `[N, V]` in fp32.
 
 For hidden states h_n `[N, H]`, the output projection W `[V, H]` and the chosen tokens y_n:
 
@@ -8,15 +8,18 @@ and, for an upstream gradient g_n = ∂L/∂log p(y_n), with P_n = softmax(z_n) 
 
     ∂L/∂h_n = g_n · (e_{y_n} − P_n)ᵀ W,      ∂L/∂W = Σ_n g_n · (e_{y_n} − P_n) h_nᵀ
 
-The forward keeps only the per-row log-normaliser; the backward recomputes each chunk's logits. Peak memory
-is one chunk's `[rows, V]` instead of the full logits, their log-softmax and its gradient (8 × 128 × 49,152
-fp32 values are 200 MB each). The matmuls run in `compute_dtype` (bfloat16 uses this CPU's AMX or AVX-512 BF16);
-the log-normaliser, the softmax and the returned log-probs are fp32.
+The forward keeps the per-row log-normaliser and, in bfloat16 where they fit in `KEPT_LOGITS_BYTES`, the
+logits as the matmul returned them (8 × 64 completion tokens: 50 MB); the backward reuses them, or recomputes
+each chunk's logits (the same values) where they were not kept (fp32, or too many rows), at the cost of a third
+matmul as large as the forward's. At most one chunk's `[rows, V]` is fp32 at a time, instead of the full
+logits, their log-softmax and its gradient (8 × 128 × 49,152 fp32 values are 200 MB each). The matmuls run in
+`compute_dtype` (bfloat16 uses this CPU's AMX or AVX-512 BF16); the log-normaliser, the softmax and the returned
+log-probs are fp32.
 
 Each chunk's fp32 logits are worked on in place (max, subtract, exp, sum; then the gradient over the
 probabilities), in one buffer reused from chunk to chunk: a fresh 25 MB tensor per elementwise op costs more
 in page faults than the op itself. A frozen output projection (a LoRA's tied embeddings) is cast to
-`compute_dtype` once, not twice a step (`_cast`).
+`compute_dtype` once, not twice a step (`kept_cast`).
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ import torch
 from reef.learning.training.samples import token_logprobs
 
 CHUNK_ROWS = 128  # 128 × 49,152 fp32 logits: 25 MB at a time
+KEPT_LOGITS_BYTES = 256 << 20  # the forward's logits kept for the backward up to this size (bfloat16: 2,730 rows)
 
 
 class ChunkedTokenLogprobs(torch.autograd.Function):
@@ -42,14 +46,23 @@ class ChunkedTokenLogprobs(torch.autograd.Function):
         targets: torch.Tensor,
         compute_dtype: torch.dtype,
         chunk_rows: int,
+        for_backward: bool,
     ) -> torch.Tensor:
-        weight_c = _cast(weight, compute_dtype)
+        weight_c = kept_cast(weight, compute_dtype)
         logprobs = torch.empty(hidden.shape[0], dtype=torch.float32, device=hidden.device)
         log_normalisers = torch.empty_like(logprobs)
         buffer = _Buffer()
+        # fp32 logits are worked on in place (no buffer copy), so only a narrower dtype's are kept; one tensor
+        # per chunk, each under glibc's mapping threshold, so a step reuses heap memory instead of a fresh mapping.
+        size = hidden.shape[0] * weight.shape[0] * weight_c.element_size()
+        keep = for_backward and weight_c.element_size() < 4 and size <= KEPT_LOGITS_BYTES
+        ctx.kept_logits = [] if keep else None
         with torch.autocast(hidden.device.type, enabled=False):  # the dtypes here are explicit
             for rows in _chunks(hidden.shape[0], chunk_rows):
-                logits = buffer.fp32(hidden[rows].to(compute_dtype) @ weight_c.T)
+                chunk_logits = hidden[rows].to(compute_dtype) @ weight_c.T
+                if ctx.kept_logits is not None:
+                    ctx.kept_logits.append(chunk_logits)
+                logits = buffer.fp32(chunk_logits)
                 chosen = logits.gather(-1, targets[rows].unsqueeze(-1)).squeeze(-1)
                 peak = logits.max(dim=-1, keepdim=True).values
                 log_normalisers[rows] = logits.sub_(peak).exp_().sum(dim=-1).log_() + peak.squeeze(-1)
@@ -62,13 +75,14 @@ class ChunkedTokenLogprobs(torch.autograd.Function):
     def backward(ctx: Any, grad_logprobs: torch.Tensor) -> tuple[torch.Tensor | None, ...]:  # type: ignore[override]
         hidden, weight, targets, log_normalisers = ctx.saved_tensors
         compute_dtype = ctx.compute_dtype
-        weight_c = _cast(weight, compute_dtype)
+        weight_c = kept_cast(weight, compute_dtype)
         grad_hidden = torch.empty_like(hidden) if ctx.needs_input_grad[0] else None
         grad_weight = torch.zeros_like(weight, dtype=torch.float32) if ctx.needs_input_grad[1] else None
         buffer = _Buffer()
-        for rows in _chunks(hidden.shape[0], ctx.chunk_rows):
+        for index, rows in enumerate(_chunks(hidden.shape[0], ctx.chunk_rows)):
             hidden_c = hidden[rows].to(compute_dtype)
-            probs = buffer.fp32(hidden_c @ weight_c.T).sub_(log_normalisers[rows].unsqueeze(-1)).exp_()
+            logits = ctx.kept_logits[index] if ctx.kept_logits is not None else hidden_c @ weight_c.T
+            probs = buffer.fp32(logits).sub_(log_normalisers[rows].unsqueeze(-1)).exp_()
             grad = grad_logprobs[rows].unsqueeze(-1)
             # g · (e_y − P), written in place over P.
             grad_logits = probs.mul_(-grad).scatter_add_(-1, targets[rows].unsqueeze(-1), grad).to(compute_dtype)
@@ -78,7 +92,8 @@ class ChunkedTokenLogprobs(torch.autograd.Function):
                 grad_weight += (grad_logits.T @ hidden_c).float()
         if grad_weight is not None:
             grad_weight = grad_weight.to(weight.dtype)
-        return grad_hidden, grad_weight, None, None, None
+        ctx.kept_logits = None
+        return grad_hidden, grad_weight, None, None, None, None
 
 
 def chunked_token_logprobs(
@@ -89,7 +104,10 @@ def chunked_token_logprobs(
     chunk_rows: int = CHUNK_ROWS,
 ) -> torch.Tensor:
     """log p(y_n) `[N]` for hidden states `[N, H]` under the output projection `weight` `[V, H]`; differentiable."""
-    logprobs: torch.Tensor = ChunkedTokenLogprobs.apply(hidden, weight, targets, compute_dtype, chunk_rows)
+    for_backward = torch.is_grad_enabled() and (hidden.requires_grad or weight.requires_grad)
+    logprobs: torch.Tensor = ChunkedTokenLogprobs.apply(
+        hidden, weight, targets, compute_dtype, chunk_rows, for_backward
+    )
     return logprobs
 
 
@@ -130,7 +148,7 @@ class _Buffer:
 _casts: dict[int, tuple[weakref.ref[torch.Tensor], int, torch.dtype, torch.Tensor]] = {}
 
 
-def _cast(weight: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+def kept_cast(weight: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     """`weight.to(dtype)`, kept while `weight` is the same live tensor at the same version: a frozen output
     projection (the student's, a teacher's) is cast once per job instead of in every forward and backward."""
     if weight.dtype == dtype:
