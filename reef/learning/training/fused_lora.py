@@ -86,7 +86,7 @@ def fuse_lora_projections(model: Any) -> int:
     fused = 0
     for module in model.modules():
         if type(module) is Linear:
-            module.forward = types.MethodType(_fused_forward(module.forward), module)
+            module.forward = types.MethodType(_fused_forward(module.forward), module)  # type: ignore[method-assign]
             fused += 1
     return fused
 
