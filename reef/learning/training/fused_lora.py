@@ -57,18 +57,18 @@ class FusedLoraProjection(torch.autograd.Function):
             y = (x_c @ weight_c.T).float()
             down = (x_c @ a_c.T).float()
             y.addmm_(down, lora_b.T, alpha=scale)
-        ctx.save_for_backward(x_c, weight, a_c, down, lora_b)
+        ctx.save_for_backward(x_c, weight_c, a_c, down, lora_b)
         ctx.scale, ctx.compute_dtype, ctx.input_dtype = scale, compute_dtype, x.dtype
         return y.view(*x.shape[:-1], y.shape[-1])
 
     @staticmethod
     def backward(ctx: Any, grad_y: torch.Tensor) -> tuple[torch.Tensor | None, ...]:  # type: ignore[override]
-        x_c, weight, a_c, down, lora_b = ctx.saved_tensors
+        x_c, weight_c, a_c, down, lora_b = ctx.saved_tensors
         grad = grad_y.reshape(-1, grad_y.shape[-1]).float()
         grad_a = grad_b = grad_x = None
         grad_down = (grad @ lora_b).mul_(ctx.scale)  # e = s · g B, fp32 [N, r]
         if ctx.needs_input_grad[0]:
-            grad_x = (grad.to(ctx.compute_dtype) @ kept_cast(weight, ctx.compute_dtype)).float()
+            grad_x = (grad.to(ctx.compute_dtype) @ weight_c).float()
             grad_x.addmm_(grad_down, a_c.float())
             grad_x = grad_x.to(ctx.input_dtype).view(*grad_y.shape[:-1], -1)
         if ctx.needs_input_grad[2]:
