@@ -23,7 +23,7 @@ from rich.console import Console
 
 from reef.cli.demo_distillation import TEACHER_SCENARIO, teacher_kl_figures
 from reef.cli.demo_phases import two_phases
-from reef.cli.demo_recipes import PROFILES, RecipeProfile
+from reef.cli.demo_recipes import PROFILES, RecipeProfile, demo_profile, recipe_config_flag
 from reef.cli.demo_result import DemoRun, finish
 from reef.cli.demo_rounds import MEASURE_MAX_TOKENS, run_rounds
 from reef.cli.demo_server import ReefServer, ServerFailed, free_port, serve_command
@@ -61,6 +61,12 @@ def add_demo_command(subparsers: Any) -> None:
     parser.add_argument("--single-phase", action="store_true", help="sdft: one phase on every family instead of two")
     parser.add_argument("--compare", choices=["sft"], help="sdft: run the same stream with sft too")
     parser.add_argument(
+        "--recipe-config",
+        type=recipe_config_flag,
+        metavar="JSON",
+        help='keys to set in the recipe\'s learning.recipe_config, e.g. \'{"teacher": "ema"}\' for sdft',
+    )
+    parser.add_argument(
         "--teacher-rounds", type=int, default=8, help="opd: sft rounds that train the teacher first (default 8)"
     )
     parser.set_defaults(handler=run_demo)
@@ -75,7 +81,7 @@ def run_demo(args: argparse.Namespace) -> int:
     # Stopped from outside: unwind like Ctrl-C, so the server is stopped and the partial result still printed.
     signal.signal(signal.SIGTERM, _interrupt)
     console = Console(stderr=args.json, highlight=False, soft_wrap=True)
-    profile = PROFILES[args.recipe]
+    profile = demo_profile(args.recipe, args.recipe_config)
     args.rounds = args.rounds or profile.rounds
     state_dir = args.state_dir or Path(tempfile.mkdtemp(prefix="reef-demo-"))
     state_dir.mkdir(parents=True, exist_ok=True)
@@ -136,6 +142,7 @@ def _serve(
         "max_tokens": profile.max_tokens,
         "learning_rate": args.learning_rate or profile.learning_rate,
         "epochs": args.epochs or profile.epochs,
+        "recipe_config": profile.recipe_config,
         "test_tasks": len(test),
         "validation_tasks": len(validation),
         "serve_command": command[2:],

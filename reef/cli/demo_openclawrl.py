@@ -26,7 +26,7 @@ from rich.console import Console
 
 from reef.cli.demo import STARTUP_TIMEOUT_S
 from reef.cli.demo_api import Measurement, ReefAPI, wilson_interval
-from reef.cli.demo_recipes import PROFILES, RecipeProfile
+from reef.cli.demo_recipes import RecipeProfile, demo_profile
 from reef.cli.demo_result import DemoRun, finish
 from reef.cli.demo_server import ReefServer, ServerFailed, free_port, serve_command
 from reef.cli.demo_user import MAX_WORDS, Question, accepts, questions, reply
@@ -42,7 +42,7 @@ def run_openclawrl_demo(args: argparse.Namespace) -> int:
     load_start = round(os.getloadavg()[0], 2)
     signal.signal(signal.SIGTERM, _interrupt)
     console = Console(stderr=args.json, highlight=False, soft_wrap=True)
-    profile = PROFILES["openclawrl"]
+    profile = demo_profile("openclawrl", args.recipe_config)
     args.rounds = args.rounds or profile.rounds
     state_dir = args.state_dir or Path(tempfile.mkdtemp(prefix="reef-demo-"))
     state_dir.mkdir(parents=True, exist_ok=True)
@@ -69,6 +69,7 @@ def run_openclawrl_demo(args: argparse.Namespace) -> int:
         "max_words": MAX_WORDS,
         "learning_rate": args.learning_rate or profile.learning_rate,
         "epochs": args.epochs or profile.epochs,
+        "recipe_config": profile.recipe_config,
         "test_questions": len(bank["test"]),
         "validation_questions": len(bank["validation"]),
         "training_questions": len(bank["training"]),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import json
 import os
@@ -147,3 +148,22 @@ PROFILES.update(
         for method in HARNESS_METHODS
     }
 )  # fmt: skip
+
+
+def recipe_config_flag(text: str) -> dict[str, Any]:
+    """`--recipe-config`'s value: a JSON object (argparse reports anything else as an error naming the flag)."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise argparse.ArgumentTypeError(f"not JSON ({exc.msg} at character {exc.pos}): {text!r}") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError(f'a JSON object is needed, e.g. \'{{"teacher": "ema"}}\', not {text!r}')
+    return value
+
+
+def demo_profile(recipe: str, overrides: dict[str, Any] | None) -> RecipeProfile:
+    """`recipe`'s profile, its `recipe_config` updated key by key from `--recipe-config` (None: unchanged)."""
+    profile = PROFILES[recipe]
+    if not overrides:
+        return profile
+    return dataclasses.replace(profile, recipe_config={**profile.recipe_config, **overrides})

@@ -141,3 +141,29 @@ def test_the_two_phase_figures_say_what_was_learned_and_what_was_kept() -> None:
     two = SimpleNamespace(baseline=measured(0.1), final=measured(0.5))
     figures = phase_figures(one, measured(0.1), two, measured(0.45), "exact")
     assert figures["learning"] == 0.4 and figures["retention"] == 0.45 and figures["retained_fraction"] == 0.75
+
+
+def test_recipe_config_from_the_command_line_updates_the_profile_key_by_key(tmp_path: Path) -> None:
+    from reef.cli.demo_recipes import demo_profile, recipe_config_flag
+
+    overrides = recipe_config_flag('{"teacher": "ema", "importance_cap": 0}')
+    profile = demo_profile("sdft", overrides)
+    assert profile.recipe_config == {**PROFILES["sdft"].recipe_config, "teacher": "ema", "importance_cap": 0}
+    assert PROFILES["sdft"].recipe_config.get("teacher") is None  # the shared profile is not changed
+    assert demo_profile("sdft", None) is PROFILES["sdft"]
+    command = serve_command("sdft", free_port(), tmp_path, tmp_path / "v.jsonl", 8, profile.serve_flags())
+    settings, _ = load_settings(None, parse_overrides(command[4:]), environ={})
+    assert settings.learning.recipe_config["teacher"] == "ema"
+    assert settings.learning.recipe_config["context_as"] == "turn"  # the profile's own keys stay
+
+
+@pytest.mark.parametrize("text", ["{teacher: ema}", '["ema"]', "3"])
+def test_a_recipe_config_that_is_not_a_json_object_is_refused_naming_the_flag(
+    text: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from reef.cli.main import build_parser
+
+    with pytest.raises(SystemExit) as exit_info:
+        build_parser().parse_args(["demo", "--recipe", "sdft", "--recipe-config", text])
+    assert exit_info.value.code == 2
+    assert "--recipe-config" in capsys.readouterr().err
