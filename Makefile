@@ -20,11 +20,12 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 # The optional llama.cpp forward (`--inference.forward llama.cpp`): llama-cpp-python builds libllama from its
-# source distribution for this CPU (about 5 minutes on 2 cores the first time; pip keeps the built wheel).
+# source distribution for this CPU, with one fix to its AMX kernels (scripts/build_llamacpp.py: about 5 minutes on
+# 2 cores the first time; the built wheel is kept in ~/.cache/reef/wheels).
 setup-llamacpp: $(VENV)/.llamacpp
 
-$(VENV)/.llamacpp: $(VENV)/.installed
-	@CMAKE_ARGS="-DLLAVA_BUILD=OFF -DGGML_NATIVE=ON" $(PIP) install llama-cpp-python==$(LLAMA_CPP_PYTHON) && touch $@ \
+$(VENV)/.llamacpp: $(VENV)/.installed scripts/build_llamacpp.py
+	@$(PY) scripts/build_llamacpp.py $(LLAMA_CPP_PYTHON) && touch $@ \
 	  || echo "llama-cpp-python not built (it needs cmake and a C++ compiler): the llama.cpp forward's tests will be skipped"
 
 # Git LFS (weight files in releases), bubblewrap (sandboxed episodes), chromium (replay page test), wrk (proxy
@@ -46,8 +47,8 @@ test: setup setup-llamacpp system-deps
 	$(PY) -m pytest -q -p no:cacheprovider
 
 lint: setup
-	$(VENV)/bin/ruff check reef tests benchmarks
-	$(VENV)/bin/ruff format --check reef tests benchmarks
+	$(VENV)/bin/ruff check reef tests benchmarks scripts
+	$(VENV)/bin/ruff format --check reef tests benchmarks scripts
 	$(VENV)/bin/mypy
 
 demo: setup setup-llamacpp system-deps

@@ -213,8 +213,9 @@ def llamacpp_forward(settings: InferenceSettings, model: Any, device: str) -> Sl
     it cannot serve this model (not a GGUF, not a Llama, not on a CPU, the package missing).
 
     Its weights follow `settings.dtype`: `gguf` multiplies the file's own (e.g. Q4_1) blocks; `bfloat16`, `float16`
-    and `float32` the same weights de-quantized, converted once into the model cache; `auto` is bfloat16 where this
-    CPU runs it natively, else `gguf`."""
+    and `float32` the same weights de-quantized, converted once into the model cache; `auto` is `gguf` where
+    llama.cpp's AMX kernels multiply them here (`llamacpp.amx_usable`), else bfloat16 where this CPU runs it
+    natively, else `gguf`."""
     from reef.inference.local import llamacpp
 
     assert settings.model_path is not None
@@ -231,15 +232,16 @@ def llamacpp_forward(settings: InferenceSettings, model: Any, device: str) -> Sl
             "inference.forward",
         )
     dtype = settings.dtype
+    amx = dtype in ("auto", "gguf") and llamacpp.amx_usable(gguf, settings.model_cache_dir)
     if dtype == "auto":
-        dtype = "bfloat16" if bfloat16_supported() else "gguf"
+        dtype = "gguf" if amx or not bfloat16_supported() else "bfloat16"
     if dtype != "gguf":
         source = gguf
         gguf = converted_once(
             source, settings.model_cache_dir, f".{dtype}.gguf", lambda out: llamacpp.convert(source, out, dtype)
         )
     threads = settings.threads or llamacpp.default_threads()
-    return llamacpp.LlamaCppForward(gguf, settings.max_batch_size, threads)
+    return llamacpp.LlamaCppForward(gguf, settings.max_batch_size, threads, amx=amx)
 
 
 def _display_name(model_path: str) -> str:

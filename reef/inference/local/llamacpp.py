@@ -23,8 +23,11 @@ from __future__ import annotations
 
 import collections
 import ctypes
+import json
 import logging
 import os
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -33,6 +36,7 @@ import numpy as np
 import torch
 
 from reef.inference.local.llama import LoraWeights
+from reef.inference.local.model_files import converted_once
 
 log = logging.getLogger(__name__)
 
@@ -123,16 +127,21 @@ class LlamaCppForward:
     device = torch.device("cpu")
 
     def __init__(
-        self, gguf: Path, max_rows: int, threads: int, positions_per_row: int = 1024, max_adapters: int = 8
+        self,
+        gguf: Path,
+        max_rows: int,
+        threads: int,
+        positions_per_row: int = 1024,
+        max_adapters: int = 8,
+        amx: bool = False,
     ) -> None:
         lib = self._lib = _bindings()
         lib.llama_backend_init()
         model_params = lib.llama_model_default_params()
         model_params.n_gpu_layers = 0
-        # No "extra" buffer types: on a CPU with AMX-INT8 llama.cpp would repack the Q4_1/Q8_0 weights for its AMX
-        # kernels, and the first decode then crashes the process (SIGSEGV, llama-cpp-python 0.3.36 on a 2-core Xeon
-        # with AMX). On x86 they repack no other tensor type this model has, so nothing else changes.
-        model_params.use_extra_bufts = False
+        # llama.cpp's "extra" buffer types repack quantized weights for its AMX kernels: only where `amx_usable`
+        # says they work here. Elsewhere they would repack nothing this model has on x86 or crash (see there).
+        model_params.use_extra_bufts = amx
         self._model = lib.llama_model_load_from_file(str(gguf).encode(), model_params)
         if not self._model:
             raise ValueError(f"llama.cpp could not load {gguf}")
@@ -160,6 +169,8 @@ class LlamaCppForward:
         description = ctypes.create_string_buffer(256)
         lib.llama_model_desc(self._model, description, len(description))
         self.precision = "llama.cpp-" + description.value.decode().split()[-1].lower()  # e.g. llama.cpp-q4_1
+        if amx:
+            self.precision += "-amx"
 
     # The slot-cache protocol of the torch forward.
     def new_cache(self) -> RowSet:
@@ -333,3 +344,78 @@ def convert(source: Path, target: Path, dtype: str) -> None:
 def default_threads() -> int:
     """Every core: llama.cpp's threads, unlike torch's, measured faster with the HTTP loop sharing them (README)."""
     return max(1, len(os.sched_getaffinity(0)))
+
+
+def amx_usable(gguf: Path, cache_dir: Path) -> bool:
+    """True where llama.cpp's AMX kernels can multiply `gguf`'s quantized weights here: the CPU has AMX-INT8 and a
+    child process loaded `gguf` with them and decoded a batch of rows to the logits llama.cpp computes without them.
+
+    llama-cpp-python's sources, built by GCC, crash in those kernels (SIGSEGV at the first batch): GCC's
+    `_tile_loadconfig` tells the compiler it reads 8 bytes of the 64-byte tile configuration, so the stores of the
+    tile shapes are dropped. `make setup-llamacpp` builds with a one-line fix (`scripts/build_llamacpp.py`); the
+    probe runs in a child so that another build cannot take the server down. Its answer is kept in `cache_dir`,
+    once per build of the library."""
+    if "amx_int8" not in _cpu_flags():
+        return False
+    import llama_cpp
+
+    libraries = sorted((Path(llama_cpp.__file__).parent / "lib").glob("libggml-cpu*"))
+    if not libraries:
+        return False
+
+    def probe(out: Path) -> None:
+        child = subprocess.run(_probe_command(gguf), capture_output=True, text=True, timeout=300)
+        lines = child.stdout.strip().splitlines()
+        if child.returncode == 0 and lines:
+            result = json.loads(lines[-1])
+        else:
+            result = {"usable": False, "reason": f"the probe exited with {child.returncode}"}
+        out.write_text(json.dumps(result))
+
+    answer = json.loads(converted_once(libraries[0], cache_dir, f".{gguf.stem}.amx.json", probe).read_text())
+    if not answer["usable"]:
+        log.warning(
+            "llama.cpp's AMX kernels are not used (%s): `make setup-llamacpp` builds llama-cpp-python with them fixed",
+            answer["reason"],
+        )
+    return bool(answer["usable"])
+
+
+def _probe_command(gguf: Path) -> list[str]:
+    return [sys.executable, "-m", "reef.inference.local.llamacpp", "--probe-amx", str(gguf)]
+
+
+def _probe_amx(gguf: Path) -> dict[str, Any]:
+    """Two rows of a prompt prefilled and decoded one step with and without the AMX kernels (in this process,
+    which their crash would end); usable when the log-probs agree as closely as two 8-bit activation paths do."""
+    prompts = [list(range(100, 140)), list(range(300, 333))]
+    outputs = []
+    for amx in (False, True):
+        forward = LlamaCppForward(gguf, max_rows=2, threads=default_threads(), amx=amx)
+        try:
+            cache = forward.new_cache()
+            first = forward.prefill(cache, prompts, 0, None)
+            second = forward.decode(cache, first.argmax(-1), None)
+            outputs.append(torch.log_softmax(torch.cat([first, second]), dim=-1))
+        finally:
+            forward.close()
+    gap = (outputs[0] - outputs[1]).abs()
+    top = outputs[0].argmax(-1)
+    agree = bool((outputs[1].argmax(-1) == top).all())
+    gap_top = float(gap.gather(1, top.unsqueeze(1)).max())
+    usable = agree and gap_top < 0.5
+    return {"usable": usable, "reason": f"top tokens agree: {agree}, largest log-prob gap at them: {gap_top:.3f}"}
+
+
+def _cpu_flags() -> set[str]:
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return set()
+    line = next((line for line in text.splitlines() if line.startswith("flags")), "")
+    return set(line.partition(":")[2].split())
+
+
+if __name__ == "__main__":  # `python -m reef.inference.local.llamacpp --probe-amx GGUF`: amx_usable's child
+    if len(sys.argv) == 3 and sys.argv[1] == "--probe-amx":
+        print(json.dumps(_probe_amx(Path(sys.argv[2]))))

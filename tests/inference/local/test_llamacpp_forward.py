@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -74,6 +75,56 @@ def test_llamacpp_scores_the_gguf_as_the_float32_torch_forward_does(base, forwar
     assert gap.mean() < 0.1 and gap.max() < 1.0
 
 
+def test_amx_usable_asks_a_child_once_per_build_and_a_crash_there_says_no(tmp_path, monkeypatch, caplog):
+    gguf = gguf_source("smollm2")
+    assert gguf is not None
+    monkeypatch.setattr(llamacpp, "_cpu_flags", lambda: {"avx512f"})
+    assert not llamacpp.amx_usable(gguf, tmp_path)  # no AMX-INT8: nothing to probe
+    assert not list(tmp_path.iterdir())
+    monkeypatch.setattr(llamacpp, "_cpu_flags", lambda: {"amx_int8", "amx_tile"})
+    crash = [sys.executable, "-c", "import os; os.kill(os.getpid(), 11)"]  # what an unfixed build does
+    monkeypatch.setattr(llamacpp, "_probe_command", lambda gguf: crash)
+    assert not llamacpp.amx_usable(gguf, tmp_path)
+    assert "exited with -11" in caplog.text and "make setup-llamacpp" in caplog.text
+    fine = [sys.executable, "-c", 'print(\'{"usable": true, "reason": ""}\')']
+    monkeypatch.setattr(llamacpp, "_probe_command", lambda gguf: fine)
+    assert not llamacpp.amx_usable(gguf, tmp_path)  # the answer is kept for this build
+    for answer in tmp_path.glob("*.amx.json"):
+        answer.unlink()
+    assert llamacpp.amx_usable(gguf, tmp_path)
+
+
+def test_amx_kernels_score_a_batch_as_the_float32_torch_forward_does(base, forwards, tmp_path):
+    gguf = gguf_source("smollm2")
+    assert gguf is not None
+    if not llamacpp.amx_usable(gguf, tmp_path):
+        pytest.skip("this CPU has no AMX-INT8, or this llama.cpp build's AMX kernels do not work")
+    _, tokenizer = base
+    _, exact = forwards
+    amx = llamacpp.LlamaCppForward(gguf, max_rows=4, threads=2, amx=True)
+    try:
+        assert amx.precision == "llama.cpp-q4_1-amx"
+        prompts = [render_prompt_ids(tokenizer, [{"role": "user", "content": q}]) for q in QUESTIONS]
+        with torch.inference_mode():
+            completions = [greedy(exact, prompt, 16) for prompt in prompts]
+            # Four rows decoded together: a batch of rows is what the AMX tiles multiply (one row takes VNNI).
+            cache = amx.new_cache()
+            logits = amx.prefill(cache, prompts, 0, None)
+            rows: list[list[torch.Tensor]] = [[] for _ in prompts]
+            for step in range(16):
+                for row, logprobs in enumerate(torch.log_softmax(logits, dim=-1)):
+                    rows[row].append(logprobs[completions[row][step]])
+                logits = amx.decode(cache, torch.tensor([c[step] for c in completions]), None)
+            amx.release(cache)
+            scored = zip(rows, prompts, completions, strict=True)
+            gaps = [torch.stack(row) - exact.score(prompt, completion, None) for row, prompt, completion in scored]
+    finally:
+        amx.close()
+    gap = torch.cat(gaps).abs()
+    # The same Q4_1 weights against 8-bit activations, as without AMX (measured: mean 0.02-0.06).
+    assert gap.mean() < 0.1 and gap.max() < 1.0
+
+
 def test_rows_that_join_and_leave_keep_their_own_positions(base, forwards):
     _, tokenizer = base
     cpp, _ = forwards
@@ -139,12 +190,17 @@ def cpp_engine(local_settings: InferenceSettings) -> Iterator[LocalEngine]:
     asyncio.run(engine.aclose())
 
 
-async def test_the_engine_on_llamacpp_answers_with_exact_token_capture_and_its_precision(cpp_engine, tokenizer):
+async def test_the_engine_on_llamacpp_answers_with_exact_token_capture_and_its_precision(
+    cpp_engine, tokenizer, local_settings
+):
     completion = await cpp_engine.complete(Dialect.CHAT, ask(max_tokens=16), RequestContext("geo"))
     text = text_of(completion)
     assert "Paris" in text
     training = completion.training
-    assert training is not None and training["precision"] == "llama.cpp-q4_1"
+    gguf = gguf_source("smollm2")
+    assert gguf is not None
+    amx = llamacpp.amx_usable(gguf, local_settings.model_cache_dir)
+    assert training is not None and training["precision"] == "llama.cpp-q4_1" + ("-amx" if amx else "")
     ids, logprobs = training["completion_token_ids"], training["logprobs"]
     assert tokenizer.decode(ids, skip_special_tokens=True) == text
     assert len(logprobs) == len(ids) and all(math.isfinite(lp) and lp <= 0 for lp in logprobs)
