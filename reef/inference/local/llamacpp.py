@@ -364,12 +364,16 @@ def amx_usable(gguf: Path, cache_dir: Path) -> bool:
         return False
 
     def probe(out: Path) -> None:
-        child = subprocess.run(_probe_command(gguf), capture_output=True, text=True, timeout=300)
-        lines = child.stdout.strip().splitlines()
-        if child.returncode == 0 and lines:
-            result = json.loads(lines[-1])
+        try:
+            child = subprocess.run(_probe_command(gguf), capture_output=True, text=True, timeout=300)
+        except subprocess.TimeoutExpired:
+            result = {"usable": False, "reason": "the probe took more than 300 s"}
         else:
-            result = {"usable": False, "reason": f"the probe exited with {child.returncode}"}
+            lines = child.stdout.strip().splitlines()
+            if child.returncode == 0 and lines:
+                result = json.loads(lines[-1])
+            else:
+                result = {"usable": False, "reason": f"the probe exited with {child.returncode}"}
         out.write_text(json.dumps(result))
 
     answer = json.loads(converted_once(libraries[0], cache_dir, f".{gguf.stem}.amx.json", probe).read_text())
@@ -387,7 +391,7 @@ def _probe_command(gguf: Path) -> list[str]:
 
 def _probe_amx(gguf: Path) -> dict[str, Any]:
     """Two rows of a prompt prefilled and decoded one step with and without the AMX kernels (in this process,
-    which their crash would end); usable when the log-probs agree as closely as two 8-bit activation paths do."""
+    which their crash would end); usable when their log-probs agree as closely as two 8-bit activation paths do."""
     prompts = [list(range(100, 140)), list(range(300, 333))]
     outputs = []
     for amx in (False, True):
@@ -399,12 +403,10 @@ def _probe_amx(gguf: Path) -> dict[str, Any]:
             outputs.append(torch.log_softmax(torch.cat([first, second]), dim=-1))
         finally:
             forward.close()
-    gap = (outputs[0] - outputs[1]).abs()
-    top = outputs[0].argmax(-1)
-    agree = bool((outputs[1].argmax(-1) == top).all())
-    gap_top = float(gap.gather(1, top.unsqueeze(1)).max())
-    usable = agree and gap_top < 0.5
-    return {"usable": usable, "reason": f"top tokens agree: {agree}, largest log-prob gap at them: {gap_top:.3f}"}
+    # Each row's 20 likeliest tokens without AMX: their log-probs with AMX (broken kernels give noise, not this).
+    top = outputs[0].topk(20, dim=-1).indices
+    gap = float((outputs[0].gather(1, top) - outputs[1].gather(1, top)).abs().mean())
+    return {"usable": gap < 0.25, "reason": f"mean log-prob gap at the top tokens {gap:.3f} (usable under 0.25)"}
 
 
 def _cpu_flags() -> set[str]:
