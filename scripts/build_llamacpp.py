@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -62,8 +63,10 @@ def main() -> None:
                 env={**os.environ, "CMAKE_ARGS": CMAKE_ARGS},
             )
             wheels.mkdir(parents=True, exist_ok=True)
-            for wheel in staging.glob("*.whl"):
-                os.replace(wheel, wheels / wheel.name)  # whole files only: an interrupted build leaves no wheel
+            for wheel in staging.glob("*.whl"):  # whole files only: an interrupted copy leaves no wheel there
+                partial = wheels / (wheel.name + ".part")
+                shutil.copyfile(wheel, partial)
+                os.replace(partial, wheels / wheel.name)
     subprocess.run([*pip, "install", "--force-reinstall", "--no-deps", *map(str, wheels.glob("*.whl"))], check=True)
     subprocess.run([*pip, "install", f"llama-cpp-python=={version}"], check=True)  # its dependencies
 
