@@ -8,7 +8,8 @@ does what `pip install llama-cpp-python==VERSION` does, with two differences:
 - **The AMX tile configuration is kept.** GCC's `_tile_loadconfig` tells the compiler it reads 8 bytes of the
   64-byte tile configuration, so GCC drops the stores of the tile shapes and the first batch multiplied by llama.cpp's
   AMX kernels faults (SIGSEGV in `ggml_backend_amx_mul_mat`). One line (a compiler barrier before the load) keeps
-  them. The engine uses those kernels only where a probe says they work (`reef.inference.local.llamacpp.amx_usable`).
+  them. The engine uses those kernels only where a probe says they work
+  (`reef.inference.local.llamacpp_amx.amx_usable`).
 - **ggml's own thread pool instead of OpenMP** (`GGML_OPENMP=OFF`). With OpenMP, llama.cpp's barriers are libgomp's,
   and torch loads the same libgomp: once torch's threads and llama.cpp's outnumber the cores, libgomp stops spinning
   at barriers and a decode step's ~900 barriers each sleep and wake (README: the llama.cpp forward).

@@ -214,9 +214,9 @@ def llamacpp_forward(settings: InferenceSettings, model: Any, device: str) -> Sl
 
     Its weights follow `settings.dtype`: `gguf` multiplies the file's own (e.g. Q4_1) blocks; `bfloat16`, `float16`
     and `float32` the same weights de-quantized, converted once into the model cache; `auto` is `gguf` where
-    llama.cpp's AMX kernels multiply them here (`llamacpp.amx_usable`), else bfloat16 where this CPU runs it
+    llama.cpp's AMX kernels multiply them here (`llamacpp_amx.amx_usable`), else bfloat16 where this CPU runs it
     natively, else `gguf`."""
-    from reef.inference.local import llamacpp
+    from reef.inference.local import llamacpp, llamacpp_amx
 
     assert settings.model_path is not None
     gguf = gguf_source(settings.model_path)
@@ -232,7 +232,7 @@ def llamacpp_forward(settings: InferenceSettings, model: Any, device: str) -> Sl
             "inference.forward",
         )
     dtype = settings.dtype
-    amx = dtype in ("auto", "gguf") and llamacpp.amx_usable(gguf, settings.model_cache_dir)
+    amx = dtype in ("auto", "gguf") and llamacpp_amx.amx_usable(gguf, settings.model_cache_dir)
     if dtype == "auto":
         dtype = "gguf" if amx or not bfloat16_supported() else "bfloat16"
     if dtype != "gguf":

@@ -18,7 +18,7 @@ from reef.core.errors import BadRequest
 from reef.core.scenarios import Dialect
 from reef.core.settings import InferenceSettings
 from reef.inference.base import RequestContext
-from reef.inference.local import LocalEngine, llamacpp, load_base_model, render_prompt_ids
+from reef.inference.local import LocalEngine, llamacpp, llamacpp_amx, load_base_model, render_prompt_ids
 from reef.inference.local.engine import resolve_forward
 from reef.inference.local.llama import LlamaForward, lora_of
 from reef.inference.local.model_files import converted_once, gguf_source
@@ -78,26 +78,26 @@ def test_llamacpp_scores_the_gguf_as_the_float32_torch_forward_does(base, forwar
 def test_amx_usable_asks_a_child_once_per_build_and_a_crash_there_says_no(tmp_path, monkeypatch, caplog):
     gguf = gguf_source("smollm2")
     assert gguf is not None
-    monkeypatch.setattr(llamacpp, "_cpu_flags", lambda: {"avx512f"})
-    assert not llamacpp.amx_usable(gguf, tmp_path)  # no AMX-INT8: nothing to probe
+    monkeypatch.setattr(llamacpp_amx, "_cpu_flags", lambda: {"avx512f"})
+    assert not llamacpp_amx.amx_usable(gguf, tmp_path)  # no AMX-INT8: nothing to probe
     assert not list(tmp_path.iterdir())
-    monkeypatch.setattr(llamacpp, "_cpu_flags", lambda: {"amx_int8", "amx_tile"})
+    monkeypatch.setattr(llamacpp_amx, "_cpu_flags", lambda: {"amx_int8", "amx_tile"})
     crash = [sys.executable, "-c", "import os; os.kill(os.getpid(), 11)"]  # what an unfixed build does
-    monkeypatch.setattr(llamacpp, "_probe_command", lambda gguf: crash)
-    assert not llamacpp.amx_usable(gguf, tmp_path)
+    monkeypatch.setattr(llamacpp_amx, "_probe_command", lambda gguf: crash)
+    assert not llamacpp_amx.amx_usable(gguf, tmp_path)
     assert "exited with -11" in caplog.text and "make setup-llamacpp" in caplog.text
     fine = [sys.executable, "-c", 'print(\'{"usable": true, "reason": ""}\')']
-    monkeypatch.setattr(llamacpp, "_probe_command", lambda gguf: fine)
-    assert not llamacpp.amx_usable(gguf, tmp_path)  # the answer is kept for this build
+    monkeypatch.setattr(llamacpp_amx, "_probe_command", lambda gguf: fine)
+    assert not llamacpp_amx.amx_usable(gguf, tmp_path)  # the answer is kept for this build
     for answer in tmp_path.glob("*.amx.json"):
         answer.unlink()
-    assert llamacpp.amx_usable(gguf, tmp_path)
+    assert llamacpp_amx.amx_usable(gguf, tmp_path)
 
 
 def test_amx_kernels_score_a_batch_as_the_float32_torch_forward_does(base, forwards, tmp_path):
     gguf = gguf_source("smollm2")
     assert gguf is not None
-    if not llamacpp.amx_usable(gguf, tmp_path):
+    if not llamacpp_amx.amx_usable(gguf, tmp_path):
         pytest.skip("this CPU has no AMX-INT8, or this llama.cpp build's AMX kernels do not work")
     _, tokenizer = base
     _, exact = forwards
@@ -199,7 +199,7 @@ async def test_the_engine_on_llamacpp_answers_with_exact_token_capture_and_its_p
     training = completion.training
     gguf = gguf_source("smollm2")
     assert gguf is not None
-    amx = llamacpp.amx_usable(gguf, local_settings.model_cache_dir)
+    amx = llamacpp_amx.amx_usable(gguf, local_settings.model_cache_dir)
     assert training is not None and training["precision"] == "llama.cpp-q4_1" + ("-amx" if amx else "")
     ids, logprobs = training["completion_token_ids"], training["logprobs"]
     assert tokenizer.decode(ids, skip_special_tokens=True) == text
