@@ -19,7 +19,8 @@ from reef.core.scenarios import Dialect
 from reef.core.settings import InferenceSettings
 from reef.inference.base import RequestContext
 from reef.inference.local import LocalEngine, llamacpp, llamacpp_amx, load_base_model, render_prompt_ids
-from reef.inference.local.engine import resolve_forward
+from reef.inference.local import engine as engine_module
+from reef.inference.local.engine import llamacpp_auto_dtype, resolve_forward
 from reef.inference.local.llama import LlamaForward, lora_of
 from reef.inference.local.model_files import converted_once, gguf_source
 
@@ -287,6 +288,14 @@ def test_auto_picks_llamacpp_for_a_gguf_model_on_a_cpu_and_torch_otherwise(local
     assert resolve_forward(builtin.model_copy(update={"forward": "torch"}), "cpu") == "torch"  # as asked
 
 
+def test_auto_dtype_under_llamacpp_follows_the_cpu(monkeypatch):
+    monkeypatch.setattr(engine_module, "bfloat16_supported", lambda: True)
+    assert llamacpp_auto_dtype(amx=True) == "gguf"  # the AMX kernels multiply the Q4_1 blocks themselves
+    assert llamacpp_auto_dtype(amx=False) == "bfloat16"  # AVX-512 BF16
+    monkeypatch.setattr(engine_module, "bfloat16_supported", lambda: False)
+    assert llamacpp_auto_dtype(amx=False) == "float16"  # AVX2 only: no bfloat16 arithmetic
+
+
 async def test_the_engine_on_its_defaults_serves_smollm2_through_llamacpp(local_settings):
     engine = LocalEngine(local_settings.model_copy(update={"model_path": "smollm2", "threads": 1}))
     await engine.start()
@@ -296,7 +305,12 @@ async def test_the_engine_on_its_defaults_serves_smollm2_through_llamacpp(local_
         await engine.aclose()
     assert isinstance(engine.compact, llamacpp.LlamaCppForward)
     assert "Paris" in text_of(completion)
-    assert completion.training is not None and completion.training["precision"].startswith("llama.cpp-")
+    gguf = gguf_source("smollm2")
+    assert gguf is not None
+    expected = {"gguf": "llama.cpp-q4_1-amx", "bfloat16": "llama.cpp-bf16", "float16": "llama.cpp-f16"}
+    amx = llamacpp_amx.amx_usable(gguf, local_settings.model_cache_dir)
+    assert completion.training is not None
+    assert completion.training["precision"] == expected[llamacpp_auto_dtype(amx)]
 
 
 async def test_the_gguf_dtype_needs_the_llamacpp_forward_naming_the_field(local_settings):
