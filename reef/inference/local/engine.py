@@ -7,7 +7,7 @@ import logging
 import os
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import torch
 
@@ -243,7 +243,7 @@ def llamacpp_forward(settings: InferenceSettings, model: Any, device: str) -> Sl
     return llamacpp.LlamaCppForward(gguf, settings.max_batch_size, threads, amx=amx)
 
 
-def llamacpp_auto_dtype(amx: bool) -> str:
+def llamacpp_auto_dtype(amx: bool) -> Literal["gguf", "bfloat16", "float16"]:
     """What `inference.dtype: auto` multiplies under the llama.cpp forward: the GGUF's own Q4_1 blocks where
     llama.cpp's AMX kernels work here (`amx`), else bfloat16 where this CPU runs it natively (AVX-512 BF16), else
     float16. On an AVX2-only CPU float16 batched rows better than Q4_1 (which has no GEMM kernel there) and its
