@@ -41,12 +41,16 @@ def add_discover_command(subparsers: Any) -> None:
     )
     parser.add_argument("problem", help="a built-in (circle-packing, erdos-min-overlap), package.module or directory")
     parser.add_argument("--grid", default="4x4", help="G x R: parents per step x attempts per parent (4x4)")
-    parser.add_argument("--steps", type=int, default=8, help="steps at most (8)")
+    parser.add_argument(
+        "--steps", type=int, default=50, help="steps at most (50; the time budget usually ends the search first)"
+    )
     parser.add_argument("--time-budget", type=float, default=600.0, help="seconds for the whole command (600)")
     parser.add_argument("--recipe", choices=RECIPES, default="tttd", help="tttd (entropic), tttd-mean or guidance_ttt")
     parser.add_argument("--control", action="store_true", help="also run the same search with training off")
     parser.add_argument("--option", action="append", default=[], help="problem option KEY=VALUE (e.g. n=6)")
-    parser.add_argument("--temperature", type=float, default=0.7, help="sampling temperature (0.7)")
+    parser.add_argument(
+        "--temperature", type=float, default=1.0, help="sampling temperature (1.0: the policy the gradient trains)"
+    )
     parser.add_argument("--max-tokens", type=int, default=120, help="tokens per attempt (120)")
     parser.add_argument("--learning-rate", type=float, default=2e-4, help="LoRA learning rate (2e-4)")
     parser.add_argument("--json", action="store_true", help="print only the result JSON on stdout")

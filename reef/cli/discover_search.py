@@ -151,9 +151,12 @@ async def run_search(
                     for (p, _), (text, _) in zip(asked, answers, strict=True)
                 )
             )
-            solutions = [None if text is None else problem.extract(text) for text in texts]
+            solutions = [
+                None if text is None else problem.extract(text, p["solution"])
+                for (p, _), text in zip(asked, texts, strict=True)
+            ]
         else:
-            solutions = [problem.extract(text) for text, _ in answers]
+            solutions = [problem.extract(text, p["solution"]) for (p, _), (text, _) in zip(asked, answers, strict=True)]
         evaluations = await asyncio.gather(
             *(asyncio.to_thread(evaluate_attempt, problem, s, limits) for s in solutions)
         )

@@ -4,14 +4,25 @@ A problem is named three ways:
 - a built-in name (`circle-packing`, `erdos-min-overlap`),
 - `package.module`: a stdlib-only module with `DIRECTION` ("max" | "min"), `SOLUTION_FORMAT` ("json" | "python"),
   `OPTIONS` (defaults), `task(**options) -> str`, `seeds(**options) -> [solution text]`,
-  `evaluate(solution, **options) -> {"score", "valid", "details"}` (and optionally `PROMPT`, `best_known`,
-  `solution_schema(**options)`),
+  `evaluate(solution, **options) -> {"score", "valid", "details"}` (and optionally `PROMPT` — a template, or a
+  function of the options returning one —, `best_known`, `solution_schema(**options)`, and for answers that are
+  edits `edit_schema(**options)` with `apply_edit(solution, edit, **options)`),
 - a directory holding `problem.json` (`{"name", "direction", "solution_format", "task", "seeds", "options",
-  "prompt"?, "best_known"?, "solution_schema"?}`) and `evaluate.py` defining `evaluate(solution, **options)`.
+  "prompt"?, "best_known"?, "solution_schema"?, "edit_schema"?}`) and `evaluate.py` defining
+  `evaluate(solution, **options)` (and `apply_edit(solution, edit, **options)` with an `edit_schema`).
 
 A `json` problem's `solution_schema` (a JSON Schema of the solution's shape) goes out with every prompt as an
 OpenAI `response_format`, so an engine that honours it (the embedded one does) only writes answers of that shape.
 The schema constrains the form, never the score: whether an answer is valid is the evaluator's call.
+
+**Answers that are edits.** A `json` problem may instead ask for an *edit* of the parent: its `edit_schema` (a
+JSON Schema of one edit, e.g. `{"circle": 2, "change": "grow"}`) goes out as the `response_format`, and
+`apply_edit(parent, edit, **options)` turns the parent's parsed solution and the parsed edit into the attempt's
+solution (raising `ValueError` for an edit it cannot apply: the attempt then holds no solution, as it does when the edit
+leaves the parent unchanged — a copy is never an attempt, so it scores 0 and is not archived). A small model
+that cannot write a slightly changed list of numbers can still choose an edit; the attempt that is evaluated,
+archived and reported is the whole solution. `apply_edit` runs in the caller's process (it is the problem's
+code, not the model's); the evaluator still runs in the sandbox.
 
 The evaluator source is copied into a fresh sandbox for every attempt (`reef.discovery.evaluation`), so it must not
 import anything but the standard library. A `json` solution reaches `evaluate` parsed; a `python` one as its text.
@@ -21,10 +32,13 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import functools
 import importlib
+import importlib.util
 import inspect
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
@@ -64,13 +78,22 @@ class Problem:
     best_known: float | None = None
     best_known_source: str | None = None  # where the best known value comes from
     solution_schema: dict[str, Any] | None = None  # JSON Schema of a `json` solution's shape
+    edit_schema: dict[str, Any] | None = None  # JSON Schema of one edit, when answers are edits of the parent
+    apply_edit: Callable[[Any, Any], Any] | None = dataclasses.field(default=None, compare=False, repr=False)
+
+    @property
+    def answer(self) -> str:
+        """What the model writes: `edit` (of the parent, `edit_schema`) or `solution` (a whole one)."""
+        return "edit" if self.edit_schema is not None else "solution"
 
     def response_format(self) -> dict[str, Any] | None:
-        """The OpenAI `response_format` that asks for a solution of the schema's shape (None: free text)."""
-        if self.solution_schema is None:
+        """The OpenAI `response_format` that asks for an answer of the schema's shape (None: free text)."""
+        name, schema = ("solution", self.solution_schema)
+        if self.edit_schema is not None:
+            name, schema = "edit", self.edit_schema
+        if schema is None:
             return None
-        spec = {"name": "solution", "strict": True, "schema": self.solution_schema}
-        return {"type": "json_schema", "json_schema": spec}
+        return {"type": "json_schema", "json_schema": {"name": name, "strict": True, "schema": schema}}
 
     def reward(self, score: float | None, valid: bool) -> float:
         """Higher is better, 0 for an invalid attempt: the score itself when maximising, 1/score when minimising
@@ -94,13 +117,26 @@ class Problem:
             format_name="JSON" if self.solution_format == "json" else "Python program",
         )
 
-    def extract(self, completion: str) -> str | None:
-        """The solution in a model's answer (inside a code fence if there is one), or None if it does not parse."""
+    def extract(self, completion: str, parent: str | None = None) -> str | None:
+        """The solution in a model's answer (inside a code fence if there is one), or None if it does not parse;
+        for a problem whose answers are edits, the `parent` solution with the answer's edit applied (None when the
+        edit cannot be applied)."""
         fenced = _FENCE.search(completion)
         text = (fenced.group(1) if fenced else completion).strip()
         if self.solution_format == "python":
             return text if parses(text, "python") else None
-        return _largest_json(text)
+        found = _largest_json(text)
+        if self.apply_edit is None or found is None:
+            return found
+        if parent is None:
+            return None
+        try:
+            before = json.loads(parent)
+            after = self.apply_edit(json.loads(parent), json.loads(found))
+        except (ValueError, TypeError, KeyError, IndexError):
+            return None
+        edited = json.dumps(after, separators=(",", ":"))
+        return edited if after != before and parses(edited, "json") else None
 
 
 def parses(solution: str, solution_format: SolutionFormat) -> bool:
@@ -131,6 +167,9 @@ def load_problem(name: str, options: dict[str, Any] | None = None) -> Problem:
     merged = {**getattr(module, "OPTIONS", {}), **(options or {})}
     best = getattr(module, "best_known", None)
     schema = getattr(module, "solution_schema", None)
+    edit_schema = getattr(module, "edit_schema", None)
+    edits = edit_schema(**merged) if callable(edit_schema) else None
+    template = getattr(module, "PROMPT", DEFAULT_PROMPT)
     return _checked(
         name=getattr(module, "NAME", name),
         task=module.task(**merged),
@@ -139,10 +178,12 @@ def load_problem(name: str, options: dict[str, Any] | None = None) -> Problem:
         seeds=tuple(module.seeds(**merged)),
         evaluator_source=inspect.getsource(module),
         options=merged,
-        prompt_template=getattr(module, "PROMPT", DEFAULT_PROMPT),
+        prompt_template=template(**merged) if callable(template) else template,
         best_known=best(**merged) if callable(best) else None,
         best_known_source=getattr(module, "BEST_KNOWN_SOURCE", None),
         solution_schema=schema(**merged) if callable(schema) else None,
+        edit_schema=edits,
+        apply_edit=_bound(getattr(module, "apply_edit", None), merged) if edits is not None else None,
     )
 
 
@@ -159,6 +200,8 @@ def _from_directory(path: Path, options: dict[str, Any]) -> Problem:
         raise ProblemError(f"problem directory {str(path)!r} needs a readable problem.json: {error}") from error
     solution_format = spec.get("solution_format", "json")
     seeds = [s if isinstance(s, str) else json.dumps(s, separators=(",", ":")) for s in spec.get("seeds", [])]
+    merged = {**spec.get("options", {}), **options}
+    edits = spec.get("edit_schema")
     return _checked(
         name=str(spec.get("name", path.name)),
         task=str(spec.get("task", "")),
@@ -166,11 +209,13 @@ def _from_directory(path: Path, options: dict[str, Any]) -> Problem:
         solution_format=solution_format,
         seeds=tuple(seeds),
         evaluator_source=source,
-        options={**spec.get("options", {}), **options},
+        options=merged,
         prompt_template=str(spec.get("prompt", DEFAULT_PROMPT)),
         best_known=spec.get("best_known"),
         best_known_source=spec.get("best_known_source"),
         solution_schema=spec.get("solution_schema"),
+        edit_schema=edits,
+        apply_edit=_bound(_module_function(evaluator, "apply_edit"), merged) if edits is not None else None,
     )
 
 
@@ -184,10 +229,33 @@ def _checked(**fields: Any) -> Problem:
     schema = fields.get("solution_schema")
     if schema is not None and (fields["solution_format"] != "json" or not isinstance(schema, dict)):
         raise ProblemError("solution_schema must be a JSON Schema object, and only for a json solution_format")
+    edits = fields.get("edit_schema")
+    if edits is not None and (fields["solution_format"] != "json" or not isinstance(edits, dict)):
+        raise ProblemError("edit_schema must be a JSON Schema object, and only for a json solution_format")
+    if edits is not None and fields.get("apply_edit") is None:
+        raise ProblemError(f"problem {fields['name']!r} has an edit_schema but defines no apply_edit(solution, edit)")
     bad = [s for s in fields["seeds"] if not parses(s, fields["solution_format"])]
     if bad:
         raise ProblemError(f"seed {bad[0][:60]!r} is not a valid {fields['solution_format']} solution")
     return Problem(**fields)
+
+
+def _bound(function: Any, options: dict[str, Any]) -> Callable[[Any, Any], Any] | None:
+    """`function(solution, edit, **options)` as a function of (solution, edit), or None when it is not callable."""
+    return functools.partial(function, **options) if callable(function) else None
+
+
+def _module_function(path: Path, name: str) -> Any:
+    """`name` from the Python file at `path`, loaded in this process (a problem directory's own code)."""
+    spec = importlib.util.spec_from_file_location(f"reef_problem_{abs(hash(str(path)))}", path)
+    if spec is None or spec.loader is None:
+        return None
+    module = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(module)
+    except Exception as error:  # the user's file: any failure to load is a problem that cannot be loaded
+        raise ProblemError(f"{str(path)!r} could not be loaded for {name}: {error}") from error
+    return getattr(module, name, None)
 
 
 def _largest_json(text: str) -> str | None:

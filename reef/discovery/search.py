@@ -55,8 +55,9 @@ def entry_view(entry: Entry) -> dict[str, Any]:
 
 
 def next_step(archive: Archive, problem: Problem, groups: int) -> dict[str, Any]:
-    """`{step, response_format, parents: [{group, parent_id, score, solution, prompt, messages}]}`: what the client
-    asks R times per group (with `response_format` in the chat body when it is not None)."""
+    """`{step, answer, response_format, parents: [{group, parent_id, score, solution, prompt, messages}]}`: what
+    the client asks R times per group (with `response_format` in the chat body when it is not None); `answer` is
+    `edit` when each answer is an edit the client applies to its parent's `solution` (`Problem.extract`)."""
     parents = []
     for group, entry in enumerate(archive.select(groups)):
         prompt = problem.prompt(entry.solution, entry.score, entry.details)
@@ -71,4 +72,10 @@ def next_step(archive: Archive, problem: Problem, groups: int) -> dict[str, Any]
             }
         )
     step = archive.step + 1
-    return {"problem": problem.name, "step": step, "response_format": problem.response_format(), "parents": parents}
+    return {
+        "problem": problem.name,
+        "step": step,
+        "answer": problem.answer,
+        "response_format": problem.response_format(),
+        "parents": parents,
+    }

@@ -33,7 +33,7 @@ def test_erdos_minimum_overlap_rewards_a_lower_bound_more() -> None:
 
 
 def test_a_model_answer_yields_the_json_inside_its_code_fence() -> None:
-    problem = load_problem("circle-packing")
+    problem = load_problem("circle-packing", {"answer": "list"})
     assert problem.extract("Here:\n```json\n[[0.5, 0.5, 0.5]]\n```\nDone.") == "[[0.5,0.5,0.5]]"
     assert problem.extract("I cannot do that") is None
     assert problem.extract("[[NaN, 1, 2]]") is None
@@ -106,8 +106,9 @@ def test_a_sandbox_that_cannot_start_raises_instead_of_scoring_zero(monkeypatch:
 
 
 def test_the_next_step_asks_for_the_solutions_shape_as_an_openai_response_format() -> None:
-    problem = load_problem("circle-packing", {"n": 3})
+    problem = load_problem("circle-packing", {"n": 3, "answer": "list"})
     step = next_step(seed_archive(problem), problem, 1)
+    assert step["answer"] == "solution"
     response_format = step["response_format"]
     assert response_format["type"] == "json_schema"
     schema = response_format["json_schema"]["schema"]
@@ -134,10 +135,61 @@ def test_a_solution_schema_must_be_an_object_of_a_json_problem(tmp_path: Path) -
 
 def test_the_circle_packing_schema_never_excludes_a_valid_packing() -> None:
     """Every bound in the schema follows from validity: r <= 1/2 and r <= x, y <= 1 - r, at 2 decimals."""
-    problem = load_problem("circle-packing", {"n": 1})
+    problem = load_problem("circle-packing", {"n": 1, "answer": "list"})
     centre, _, radius = problem.solution_schema["items"]["prefixItems"]  # type: ignore[index]
     for r100 in range(1, 51):
         for x100 in range(r100, 101 - r100):
             r, x = r100 / 100, x100 / 100
             assert radius["minimum"] <= r <= radius["maximum"] and centre["minimum"] <= x <= centre["maximum"]
     assert problem.best_known is None and "erich-friedman" in (problem.best_known_source or "")
+
+
+def test_a_circle_packing_answer_is_an_edit_of_its_parent_by_default() -> None:
+    problem = load_problem("circle-packing", {"n": 6})
+    seed = problem.seeds[0]  # a 3 x 2 grid of radius 0.16: each circle has 0.01 to spare sideways, more vertically
+    step = next_step(seed_archive(problem), problem, 1)
+    assert step["answer"] == "edit" and step["response_format"]["json_schema"]["name"] == "edit"
+    schema = step["response_format"]["json_schema"]["schema"]
+    assert schema["properties"]["circle"]["enum"] == list(range(6)) and "grow" in schema["properties"]["change"]["enum"]
+    grown = json.loads(problem.extract('{"circle": 0, "change": "grow"}', seed) or "null")
+    assert grown[0] == [0.17, 0.25, 0.17] and grown[1:] == json.loads(seed)[1:]  # as large as the wall allows
+    moved = problem.extract('{"circle": 1, "change": "down"}', seed)
+    assert json.loads(moved or "null")[1] == [0.5, 0.2, 0.16]
+    # Moved down, circle 1 is further from its neighbours: growing it now gains more than from the grid.
+    regrown = json.loads(problem.extract('{"circle": 1, "change": "grow"}', moved) or "null")
+    assert regrown[1][2] == 0.17
+    assert evaluate_attempt(problem, json.dumps(regrown)).score == pytest.approx(0.97)
+
+
+def test_an_edit_that_cannot_be_applied_holds_no_solution() -> None:
+    problem = load_problem("circle-packing", {"n": 6})
+    seed = problem.seeds[0]
+    assert problem.extract('{"circle": 6, "change": "grow"}', seed) is None  # no circle 6
+    assert problem.extract('{"circle": 0, "change": "explode"}', seed) is None
+    assert problem.extract('{"circle": 0, "change": "grow"}') is None  # no parent to edit
+    assert problem.extract("grow circle 0", seed) is None
+    grown = problem.extract('{"circle": 0, "change": "grow"}', seed)
+    assert problem.extract('{"circle": 0, "change": "grow"}', grown) is None  # it touches the wall: no change
+    # An edit may still make an invalid packing: that is the checker's call, not the edit's.
+    pushed = problem.extract('{"circle": 0, "change": "left"}', seed)
+    assert pushed is not None and not evaluate_attempt(problem, pushed).valid
+
+
+def test_a_problem_directory_may_ask_for_edits(tmp_path: Path) -> None:
+    source = (
+        "def evaluate(solution):\n    return {'score': sum(solution), 'valid': True, 'details': 'ok'}\n"
+        "def apply_edit(solution, edit):\n    return solution + [edit['add']]\n"
+    )
+    directory = _directory(tmp_path, source)
+    spec = json.loads((directory / "problem.json").read_text())
+    edit = {"type": "object", "properties": {"add": {"type": "integer"}}, "required": ["add"]}
+    (directory / "problem.json").write_text(json.dumps({**spec, "edit_schema": edit}))
+    problem = load_problem(str(directory))
+    expected = {"name": "edit", "strict": True, "schema": edit}
+    assert problem.response_format() == {"type": "json_schema", "json_schema": expected}
+    assert problem.extract('{"add": 2}', "[1]") == "[1,2]"
+    assert problem.extract('{"take": 2}', "[1]") is None  # apply_edit raised KeyError: no solution
+
+    (directory / "evaluate.py").write_text(source.split("def apply_edit")[0])
+    with pytest.raises(ProblemError, match="apply_edit"):
+        load_problem(str(directory))

@@ -1,5 +1,5 @@
 """`reef discover` end to end on the embedded defaults (the real SmolLM2, `reef serve` twice: trained and control),
-with a tiny budget: the command completes, every attempt has the solution's shape, and both curves are reported.
+with a tiny budget: the command completes, every attempt is an edit of its parent, and both curves are reported.
 Whether the search beats the seed is measured by hand (README), not asserted: one step proves nothing either way."""
 
 from __future__ import annotations
@@ -23,12 +23,14 @@ def test_reef_discover_completes_a_step_with_a_control_and_reports_both_curves(t
     done = subprocess.run(command, capture_output=True, text=True, timeout=600, env=dict(os.environ))
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(done.stdout)
-    assert result["problem"] == "circle-packing" and result["options"] == {"n": 3} and "error" not in result
+    assert result["problem"] == "circle-packing" and "error" not in result
+    assert result["options"] == {"n": 3, "answer": "edit"}  # the model answers with edits of its parent
     assert result["steps"] == result["control_steps"] == 1
     assert len(result["curve"]) == len(result["control_curve"]) == 2  # the seed, then the step
     assert result["seed_best"] == pytest.approx(0.75) and result["best"] >= result["seed_best"]
     assert result["control_best"] >= result["seed_best"]
-    # Constrained decoding: every attempt parses and has the shape; validity (overlaps, walls) is the checker's.
-    assert result["parsed_fraction"] == result["control_parsed_fraction"] == 1.0
-    assert 0.0 <= result["valid_fraction"] <= 1.0
+    # Every answer is an edit of its parent (constrained decoding); one that changes nothing holds no solution, so
+    # no attempt is a copy. Whether an edit's packing is valid (overlaps, walls) is the checker's call.
+    assert result["copy_fraction"] == result["control_copy_fraction"] == 0.0
+    assert 0.0 <= result["valid_fraction"] <= result["parsed_fraction"] <= 1.0
     assert "best_known_source" in result and (tmp_path / "discover.html").read_text().count("<polyline") == 2

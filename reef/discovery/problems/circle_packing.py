@@ -1,6 +1,12 @@
 """Circle packing: n circles inside the unit square, not overlapping; maximise the sum of their radii.
 
 A solution is JSON `[[x, y, r], …]` with exactly n triples. Stdlib only: this file runs inside the sandbox.
+
+The model answers with an edit of its parent by default (`answer="edit"`): `{"circle": i, "change": c}`, where
+`grow` makes circle i as large as the walls and the other circles allow (its radius rounded down to 2 decimals,
+so a grown circle touches something but never overlaps it) and `left`/`right`/`up`/`down` move its centre by
+MOVE_STEP. A small model rarely writes a list of numbers that differs from its parent by a small deliberate
+change; it can choose an edit. `answer="list"` asks for the whole list of n triples instead.
 """
 
 from __future__ import annotations
@@ -11,18 +17,33 @@ from typing import Any
 NAME = "circle-packing"
 DIRECTION = "max"
 SOLUTION_FORMAT = "json"
-OPTIONS: dict[str, Any] = {"n": 6}
-# Short and concrete, for a small model: it sees the whole parent and is asked for a small edit of it.
-PROMPT = (
-    "Here is a JSON list of {n} circles [x, y, r] packed in the unit square, sum of radii {score} ({better} is "
-    "better).\nChecker: {evaluator_tail}\n{solution}\n"
-    "Make one circle a little bigger, or move circles, so that none overlap and all stay inside the square. "
-    "Write the whole new list of exactly {n} circles only."
-)
+OPTIONS: dict[str, Any] = {"n": 6, "answer": "edit"}
 TOLERANCE = 1e-9
+MOVE_STEP = 0.05
+CHANGES = ("grow", "left", "right", "up", "down")
+_MOVES = {"left": (-MOVE_STEP, 0.0), "right": (MOVE_STEP, 0.0), "up": (0.0, MOVE_STEP), "down": (0.0, -MOVE_STEP)}
 
 
-def task(n: int = 6) -> str:
+def PROMPT(n: int = 6, answer: str = "edit") -> str:  # noqa: N802 (the problem format's name for the template)
+    """Short and concrete, for a small model: it sees the whole parent and is asked for one edit of it (or, with
+    `answer="list"`, for the whole edited list)."""
+    shown = (
+        "Here is a JSON list of {n} circles [x, y, r] packed in the unit square, sum of radii {score} ({better} is "
+        "better).\nChecker: {evaluator_tail}\n{solution}\n"
+    )
+    if answer == "list":
+        return shown + (
+            "Make one circle a little bigger, or move circles, so that none overlap and all stay inside the square. "
+            "Write the whole new list of exactly {n} circles only."
+        )
+    return shown + (
+        "The circles are numbered 0 to {last} in the list's order. Choose one circle and one change: grow (it "
+        f"becomes as large as the space around it allows) or move it by {MOVE_STEP} left, right, up or down (it "
+        "must stay inside the square and not overlap), so that the sum of radii becomes larger."
+    ).replace("{last}", str(n - 1))
+
+
+def task(n: int = 6, answer: str = "edit") -> str:
     """What the model is asked."""
     return (
         f"Place {n} circles inside the unit square [0,1]x[0,1] so that no two overlap and every circle lies "
@@ -31,7 +52,7 @@ def task(n: int = 6) -> str:
     )
 
 
-def seeds(n: int = 6) -> list[str]:
+def seeds(n: int = 6, answer: str = "edit") -> list[str]:
     """A plain grid: ceil(sqrt(n)) columns, equal circles as large as the grid's cells allow."""
     columns = math.ceil(math.sqrt(n))
     rows = math.ceil(n / columns)
@@ -42,7 +63,7 @@ def seeds(n: int = 6) -> list[str]:
     return [_compact(circles)]
 
 
-def solution_schema(n: int = 6) -> dict[str, Any]:
+def solution_schema(n: int = 6, answer: str = "edit") -> dict[str, Any]:
     """The answer's shape: n triples [x, y, r] with 2 decimals. The bounds are only what every valid packing meets
     (0 < r <= 1/2, so 0 < x, y < 1): the schema never excludes a valid answer; overlaps and walls are `evaluate`'s."""
     centre = {"type": "number", "minimum": 0.01, "maximum": 0.99, "multipleOf": 0.01}
@@ -51,18 +72,55 @@ def solution_schema(n: int = 6) -> dict[str, Any]:
     return {"type": "array", "items": circle, "minItems": n, "maxItems": n}
 
 
+def edit_schema(n: int = 6, answer: str = "edit") -> dict[str, Any] | None:
+    """One edit `{"circle": i, "change": c}` (`answer="edit"`), or None: the model writes whole lists."""
+    if answer == "list":
+        return None
+    if answer != "edit":
+        raise ValueError(f"answer must be 'edit' or 'list', not {answer!r}")
+    return {
+        "type": "object",
+        "properties": {
+            "circle": {"type": "integer", "enum": list(range(n))},
+            "change": {"type": "string", "enum": list(CHANGES)},
+        },
+        "required": ["circle", "change"],
+        "additionalProperties": False,
+    }
+
+
+def apply_edit(solution: Any, edit: Any, n: int = 6, answer: str = "edit") -> list[list[float]]:
+    """`solution` with `edit` applied (module docstring); ValueError for an edit that names no circle or change.
+    The result may be invalid (a circle moved into a wall or a neighbour): that is `evaluate`'s call."""
+    if not isinstance(edit, dict) or edit.get("change") not in CHANGES:
+        raise ValueError(f"an edit is {{'circle': 0..{n - 1}, 'change': one of {', '.join(CHANGES)}}}")
+    index = edit.get("circle")
+    if not isinstance(solution, list) or not isinstance(index, int) or not 0 <= index < len(solution):
+        raise ValueError(f"edit.circle must be a circle's index, 0 to {n - 1}")
+    circles = [[float(v) for v in circle] for circle in solution]
+    x, y, r = circles[index]
+    if edit["change"] == "grow":
+        others = [math.hypot(x - a, y - b) - c for i, (a, b, c) in enumerate(circles) if i != index]
+        room = min([x, 1 - x, y, 1 - y, *others])
+        circles[index][2] = max(r, math.floor(room * 100 + 1e-7) / 100)
+    else:
+        dx, dy = _MOVES[edit["change"]]
+        circles[index][:2] = [round(x + dx, 2), round(y + dy, 2)]
+    return circles
+
+
 BEST_KNOWN_SOURCE = (
     "E. Friedman, Circles in Squares (largest sum of radii), https://erich-friedman.github.io/packing/cirRsqu/ "
     "— not copied here: this machine could not read the table, so no value is claimed"
 )
 
 
-def best_known(n: int = 6) -> float | None:
+def best_known(n: int = 6, answer: str = "edit") -> float | None:
     """None: the table named in BEST_KNOWN_SOURCE holds it, and we do not invent a value we could not check."""
     return None
 
 
-def evaluate(solution: Any, n: int = 6) -> dict[str, Any]:
+def evaluate(solution: Any, n: int = 6, answer: str = "edit") -> dict[str, Any]:
     """{score: sum of radii, valid, details}; an invalid packing scores 0 and says why."""
     if not isinstance(solution, list) or len(solution) != n:
         return _invalid(f"expected a list of {n} [x, y, r] triples")
