@@ -52,7 +52,8 @@ async def test_a_client_drives_one_attempt_through_the_archive_routes(http: http
     assert archive["best_known"] is None and "Circles in Squares" in archive["best_known_source"]
     step = (await http.get("/reef/scenarios/pack/archive/next", params={"groups": 2})).json()
     parent = step["parents"][0]
-    assert step["response_format"]["json_schema"]["schema"]["minItems"] == 2  # the problem's n
+    assert step["answer"] == "edit"  # circle packing's answers are edits of the parent, one of its n circles
+    assert step["response_format"]["json_schema"]["schema"]["properties"]["circle"]["enum"] == [0, 1]
     assert parent["solution"] == archive["entries"][0]["solution"]
     answer = await http.post(
         "/v1/chat/completions", headers=HEADERS, json={"model": "m", "messages": parent["messages"]}
