@@ -141,7 +141,8 @@ def test_the_circle_packing_schema_never_excludes_a_valid_packing() -> None:
         for x100 in range(r100, 101 - r100):
             r, x = r100 / 100, x100 / 100
             assert radius["minimum"] <= r <= radius["maximum"] and centre["minimum"] <= x <= centre["maximum"]
-    assert problem.best_known is None and "erich-friedman" in (problem.best_known_source or "")
+    assert problem.best_known == 0.5 and "erich-friedman" in (problem.best_known_source or "")
+    assert load_problem("circle-packing", {"n": 7}).best_known is None  # nothing found here, nothing claimed
 
 
 def test_a_circle_packing_answer_is_an_edit_of_its_parent_by_default() -> None:

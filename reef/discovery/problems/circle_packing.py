@@ -109,15 +109,20 @@ def apply_edit(solution: Any, edit: Any, n: int = 6, answer: str = "edit") -> li
     return circles
 
 
+# The best sums of radii found here (scripts/circle_packing_best.py: multi-start SLSQP, the same values from seeds
+# 0, 3 and 7 with 300–1000 starts, each packing checked by `evaluate`): lower bounds on the optimum, not a literature
+# table. n = 2 is 2 − √2, two equal circles in opposite corners.
+BEST_FOUND = {1: 0.5, 2: 0.585786, 3: 0.796287, 4: 1.006788, 5: 1.103553, 6: 1.202839}
 BEST_KNOWN_SOURCE = (
-    "E. Friedman, Circles in Squares (largest sum of radii), https://erich-friedman.github.io/packing/cirRsqu/ "
-    "— not copied here: this machine could not read the table, so no value is claimed"
+    "best found by this project for n <= 6 (multi-start SLSQP, scripts/circle_packing_best.py; checked by evaluate), "
+    "not a literature value; E. Friedman's table, Circles in Squares (largest sum of radii), "
+    "https://erich-friedman.github.io/packing/cirRsqu/, could not be read from here"
 )
 
 
 def best_known(n: int = 6, answer: str = "edit") -> float | None:
-    """None: the table named in BEST_KNOWN_SOURCE holds it, and we do not invent a value we could not check."""
-    return None
+    """The best sum found for n <= 6 (BEST_KNOWN_SOURCE), None beyond: no value is claimed that was not checked."""
+    return BEST_FOUND.get(n)
 
 
 def evaluate(solution: Any, n: int = 6, answer: str = "edit") -> dict[str, Any]:
