@@ -54,6 +54,8 @@ def evaluate_attempt(
     problem: Problem, solution: str | None, limits: Limits = Limits(), *, sandbox: bool | None = None
 ) -> Evaluation:
     """Score `solution` (the text `Problem.extract` found, or None when the answer held no solution)."""
+    if solution is None and problem.answer == "edit":
+        return _invalid(problem, "no edit that changes the parent (none found, not applicable, or a no-op)")
     if solution is None or not parses(solution, problem.solution_format):
         return _invalid(problem, f"not a valid {problem.solution_format} solution")
     marker = f"REEF-RESULT-{secrets.token_hex(16)} "

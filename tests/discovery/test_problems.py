@@ -168,6 +168,7 @@ def test_an_edit_that_cannot_be_applied_holds_no_solution() -> None:
     assert problem.extract('{"circle": 6, "change": "grow"}', seed) is None  # no circle 6
     assert problem.extract('{"circle": 0, "change": "explode"}', seed) is None
     assert problem.extract('{"circle": 0, "change": "grow"}') is None  # no parent to edit
+    assert "no edit that changes the parent" in evaluate_attempt(problem, None).details
     assert problem.extract("grow circle 0", seed) is None
     grown = problem.extract('{"circle": 0, "change": "grow"}', seed)
     assert problem.extract('{"circle": 0, "change": "grow"}', grown) is None  # it touches the wall: no change

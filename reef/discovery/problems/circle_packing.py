@@ -45,10 +45,14 @@ def PROMPT(n: int = 6, answer: str = "edit") -> str:  # noqa: N802 (the problem 
 
 def task(n: int = 6, answer: str = "edit") -> str:
     """What the model is asked."""
+    answer_with = (
+        f"a JSON list of {n} triples [x, y, r] (centre x, centre y, radius), numbers with 2 decimals"
+        if answer == "list"
+        else "one edit of the current packing: a circle to grow or to move"
+    )
     return (
         f"Place {n} circles inside the unit square [0,1]x[0,1] so that no two overlap and every circle lies "
-        f"fully inside the square. Maximise the sum of the radii. Answer with a JSON list of {n} triples "
-        "[x, y, r] (centre x, centre y, radius), numbers with 2 decimals."
+        f"fully inside the square. Maximise the sum of the radii. Answer with {answer_with}."
     )
 
 
