@@ -114,8 +114,8 @@ def apply_edit(solution: Any, edit: Any, n: int = 6, answer: str = "edit") -> li
 
 
 # The best sums of radii found here (scripts/circle_packing_best.py: multi-start SLSQP, the same values from seeds
-# 0, 3 and 7 with 300–1000 starts, each packing checked by `evaluate`): lower bounds on the optimum, not a literature
-# table. n = 2 is 2 − √2, two equal circles in opposite corners.
+# 0 and 3 with 300 starts and, for n = 3 and 6, seed 7 with 1000; each packing checked by `evaluate`): lower bounds on
+# the optimum, not a literature table. n = 2 is 2 − √2, two equal circles in opposite corners.
 BEST_FOUND = {1: 0.5, 2: 0.585786, 3: 0.796287, 4: 1.006788, 5: 1.103553, 6: 1.202839}
 BEST_KNOWN_SOURCE = (
     "best found by this project for n <= 6 (multi-start SLSQP, scripts/circle_packing_best.py; checked by evaluate), "
