@@ -143,6 +143,8 @@ async def run_search(
                 for p, _ in asked
             )
         )
+        # The attempt's text: the model's answer, or in guidance mode the executor's (None: malformed guidance).
+        texts: list[str | None] = [text for text, _ in answers]
         if guided:
             executor = await client.base_release()
             texts = await asyncio.gather(
@@ -151,12 +153,10 @@ async def run_search(
                     for (p, _), (text, _) in zip(asked, answers, strict=True)
                 )
             )
-            solutions = [
-                None if text is None else problem.extract(text, p["solution"])
-                for (p, _), text in zip(asked, texts, strict=True)
-            ]
-        else:
-            solutions = [problem.extract(text, p["solution"]) for (p, _), (text, _) in zip(asked, answers, strict=True)]
+        solutions = [
+            None if text is None else problem.extract(text, p["solution"])
+            for (p, _), text in zip(asked, texts, strict=True)
+        ]
         evaluations = await asyncio.gather(
             *(asyncio.to_thread(evaluate_attempt, problem, s, limits) for s in solutions)
         )
