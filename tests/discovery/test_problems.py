@@ -154,12 +154,14 @@ def test_a_circle_packing_answer_is_an_edit_of_its_parent_by_default() -> None:
     assert schema["properties"]["circle"]["enum"] == list(range(6)) and "grow" in schema["properties"]["change"]["enum"]
     grown = json.loads(problem.extract('{"circle": 0, "change": "grow"}', seed) or "null")
     assert grown[0] == [0.17, 0.25, 0.17] and grown[1:] == json.loads(seed)[1:]  # as large as the wall allows
+    # Moved down, circle 1 is further from its neighbours, and a move fits the circle to its new place: it grows.
     moved = problem.extract('{"circle": 1, "change": "down"}', seed)
-    assert json.loads(moved or "null")[1] == [0.5, 0.2, 0.16]
-    # Moved down, circle 1 is further from its neighbours: growing it now gains more than from the grid.
-    regrown = json.loads(problem.extract('{"circle": 1, "change": "grow"}', moved) or "null")
-    assert regrown[1][2] == 0.17
-    assert evaluate_attempt(problem, json.dumps(regrown)).score == pytest.approx(0.97)
+    assert json.loads(moved or "null")[1] == [0.5, 0.2, 0.17]
+    assert evaluate_attempt(problem, moved).score == pytest.approx(0.97)
+    assert problem.extract('{"circle": 1, "change": "grow"}', moved) is None  # already as large as its place allows
+    # Moved towards the wall, circle 0 shrinks to fit: a valid packing, a lower score.
+    shrunk = json.loads(problem.extract('{"circle": 0, "change": "left"}', seed) or "null")
+    assert shrunk[0] == [0.12, 0.25, 0.12] and evaluate_attempt(problem, json.dumps(shrunk)).score == pytest.approx(0.92)
 
 
 def test_an_edit_that_cannot_be_applied_holds_no_solution() -> None:
@@ -172,9 +174,10 @@ def test_an_edit_that_cannot_be_applied_holds_no_solution() -> None:
     assert problem.extract("grow circle 0", seed) is None
     grown = problem.extract('{"circle": 0, "change": "grow"}', seed)
     assert problem.extract('{"circle": 0, "change": "grow"}', grown) is None  # it touches the wall: no change
-    # An edit may still make an invalid packing: that is the checker's call, not the edit's.
-    pushed = problem.extract('{"circle": 0, "change": "left"}', seed)
-    assert pushed is not None and not evaluate_attempt(problem, pushed).valid
+    # A move that leaves the circle no room (its centre inside another circle, or past a wall) is no edit.
+    pair = load_problem("circle-packing", {"n": 2})
+    assert pair.extract('{"circle": 0, "change": "right"}', "[[0.3,0.5,0.05],[0.5,0.5,0.2]]") is None
+    assert pair.extract('{"circle": 0, "change": "left"}', "[[0.03,0.5,0.03],[0.5,0.5,0.2]]") is None
 
 
 def test_a_problem_directory_may_ask_for_edits(tmp_path: Path) -> None:

@@ -5,7 +5,9 @@ A solution is JSON `[[x, y, r], …]` with exactly n triples. Stdlib only: this 
 The model answers with an edit of its parent by default (`answer="edit"`): `{"circle": i, "change": c}`, where
 `grow` makes circle i as large as the walls and the other circles allow (its radius rounded down to 2 decimals,
 so a grown circle touches something but never overlaps it) and `left`/`right`/`up`/`down` move its centre by
-MOVE_STEP. A small model rarely writes a list of numbers that differs from its parent by a small deliberate
+MOVE_STEP and then fit it: its radius becomes what the space at the new place allows, larger or smaller. A move
+alone, keeping the radius, would score the same as its parent or overlap; moving and fitting is the step a search can
+climb with (at a packing where every circle touches something, `grow` changes nothing and only moves do). A small model rarely writes a list of numbers that differs from its parent by a small deliberate
 change; it can choose an edit. `answer="list"` asks for the whole list of n triples instead.
 """
 
@@ -38,8 +40,8 @@ def PROMPT(n: int = 6, answer: str = "edit") -> str:  # noqa: N802 (the problem 
         )
     return shown + (
         "The circles are numbered 0 to {last} in the list's order. Choose one circle and one change: grow (it "
-        f"becomes as large as the space around it allows) or move it by {MOVE_STEP} left, right, up or down (it "
-        "must stay inside the square and not overlap), so that the sum of radii becomes larger."
+        f"becomes as large as the space around it allows) or move it by {MOVE_STEP} left, right, up or down (it then "
+        "becomes as large as the space at its new place allows), so that the sum of radii becomes larger."
     ).replace("{last}", str(n - 1))
 
 
@@ -94,8 +96,8 @@ def edit_schema(n: int = 6, answer: str = "edit") -> dict[str, Any] | None:
 
 
 def apply_edit(solution: Any, edit: Any, n: int = 6, answer: str = "edit") -> list[list[float]]:
-    """`solution` with `edit` applied (module docstring); ValueError for an edit that names no circle or change.
-    The result may be invalid (a circle moved into a wall or a neighbour): that is `evaluate`'s call."""
+    """`solution` with `edit` applied (module docstring); ValueError for an edit that names no circle or change, or
+    a move that leaves no room for the circle (its centre past a wall or inside another circle)."""
     if not isinstance(edit, dict) or edit.get("change") not in CHANGES:
         raise ValueError(f"an edit is {{'circle': 0..{n - 1}, 'change': one of {', '.join(CHANGES)}}}")
     index = edit.get("circle")
@@ -104,13 +106,21 @@ def apply_edit(solution: Any, edit: Any, n: int = 6, answer: str = "edit") -> li
     circles = [[float(v) for v in circle] for circle in solution]
     x, y, r = circles[index]
     if edit["change"] == "grow":
-        others = [math.hypot(x - a, y - b) - c for i, (a, b, c) in enumerate(circles) if i != index]
-        room = min([x, 1 - x, y, 1 - y, *others])
-        circles[index][2] = max(r, math.floor(room * 100 + 1e-7) / 100)
-    else:
-        dx, dy = _MOVES[edit["change"]]
-        circles[index][:2] = [round(x + dx, 2), round(y + dy, 2)]
+        circles[index][2] = max(r, _room(circles, index))
+        return circles
+    dx, dy = _MOVES[edit["change"]]
+    circles[index][:2] = [round(x + dx, 2), round(y + dy, 2)]
+    circles[index][2] = _room(circles, index)
+    if circles[index][2] <= 0:
+        raise ValueError(f"moving circle {index} {edit['change']} leaves it no room")
     return circles
+
+
+def _room(circles: list[list[float]], index: int) -> float:
+    """The largest radius circle `index` can have at its centre, rounded down to 2 decimals (so it never overlaps)."""
+    x, y, _ = circles[index]
+    others = [math.hypot(x - a, y - b) - c for i, (a, b, c) in enumerate(circles) if i != index]
+    return math.floor(min([x, 1 - x, y, 1 - y, *others]) * 100 + 1e-7) / 100
 
 
 # The best sums of radii found here (scripts/circle_packing_best.py: multi-start SLSQP, the same values from seeds
