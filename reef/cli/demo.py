@@ -13,7 +13,6 @@ import argparse
 import asyncio
 import json
 import shutil
-import signal
 import tempfile
 import time
 from pathlib import Path
@@ -26,7 +25,7 @@ from reef.cli.demo_phases import two_phases
 from reef.cli.demo_recipes import PROFILES, RecipeProfile, demo_profile, recipe_config_flag
 from reef.cli.demo_result import DemoRun, finish
 from reef.cli.demo_rounds import MEASURE_MAX_TOKENS, run_rounds
-from reef.cli.demo_server import ReefServer, ServerFailed, free_port, serve_command
+from reef.cli.demo_server import ReefServer, ServerFailed, free_port, serve_command, unwind_on_sigterm
 from reef.cli.demo_tasks import DemoTask, generate
 
 TEST_TASKS = 35  # five per family
@@ -78,8 +77,7 @@ def run_demo(args: argparse.Namespace) -> int:
 
         return run_openclawrl_demo(args)
     started = time.monotonic()
-    # Stopped from outside: unwind like Ctrl-C, so the server is stopped and the partial result still printed.
-    signal.signal(signal.SIGTERM, _interrupt)
+    unwind_on_sigterm()
     console = Console(stderr=args.json, highlight=False, soft_wrap=True)
     profile = demo_profile(args.recipe, args.recipe_config)
     args.rounds = args.rounds or profile.rounds
@@ -195,10 +193,6 @@ def _compare(
     run.extra["gains"] = {name: r.to_json()["improvement"] for name, r in runs.items()}
     run.extra["compare_sft"] = other.to_json()
     return code
-
-
-def _interrupt(signum: int, frame: Any) -> None:
-    raise KeyboardInterrupt
 
 
 def _write_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:

@@ -16,7 +16,6 @@ import itertools
 import json
 import os
 import shutil
-import signal
 import tempfile
 import time
 from pathlib import Path
@@ -28,7 +27,7 @@ from reef.cli.demo import STARTUP_TIMEOUT_S
 from reef.cli.demo_api import Measurement, ReefAPI, wilson_interval
 from reef.cli.demo_recipes import RecipeProfile, demo_profile
 from reef.cli.demo_result import DemoRun, finish
-from reef.cli.demo_server import ReefServer, ServerFailed, free_port, serve_command
+from reef.cli.demo_server import ReefServer, ServerFailed, free_port, serve_command, unwind_on_sigterm
 from reef.cli.demo_user import MAX_WORDS, Question, accepts, questions, reply
 
 SCENARIO = "demo-openclawrl"
@@ -40,7 +39,7 @@ EXAMPLES = 8
 def run_openclawrl_demo(args: argparse.Namespace) -> int:
     started = time.monotonic()
     load_start = round(os.getloadavg()[0], 2)
-    signal.signal(signal.SIGTERM, _interrupt)
+    unwind_on_sigterm()
     console = Console(stderr=args.json, highlight=False, soft_wrap=True)
     profile = demo_profile("openclawrl", args.recipe_config)
     args.rounds = args.rounds or profile.rounds
@@ -247,7 +246,3 @@ def _last(values: Any) -> float | None:
     if isinstance(values, list) and values:
         values = values[-1]
     return round(float(values), 4) if isinstance(values, int | float) else None
-
-
-def _interrupt(signum: int, frame: Any) -> None:
-    raise KeyboardInterrupt

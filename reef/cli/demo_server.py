@@ -10,7 +10,7 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 import httpx
 
@@ -45,6 +45,16 @@ def serve_command(
         str(port),
         *extra_flags,
     ]
+
+
+def unwind_on_sigterm() -> None:
+    """Stopped from outside (SIGTERM), unwind like Ctrl-C: the child server is stopped (never left running alone)
+    and what was measured so far is still printed."""
+    signal.signal(signal.SIGTERM, _interrupt)
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
 
 
 class ServerFailed(RuntimeError):

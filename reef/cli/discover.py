@@ -21,7 +21,7 @@ from typing import Any
 import httpx
 from rich.console import Console
 
-from reef.cli.demo_server import ReefServer, ServerFailed, free_port
+from reef.cli.demo_server import ReefServer, ServerFailed, free_port, unwind_on_sigterm
 from reef.cli.discover_report import write_discover_report
 from reef.cli.discover_search import SearchClient, SearchRun, run_search
 from reef.discovery.evaluation import EvaluatorFailure
@@ -61,6 +61,7 @@ def add_discover_command(subparsers: Any) -> None:
 
 def run_discover(args: argparse.Namespace) -> int:
     started = time.monotonic()
+    unwind_on_sigterm()
     console = Console(stderr=args.json, highlight=False, soft_wrap=True)
     try:
         groups, rollouts = (int(x) for x in args.grid.lower().split("x"))
@@ -89,6 +90,8 @@ def run_discover(args: argparse.Namespace) -> int:
         result["error"] = f"{type(error).__name__}: {error}"
         console.print(f"[red]reef discover failed: {result['error']}[/]")
         code = 1
+    except KeyboardInterrupt:
+        result["error"], code = "interrupted", 130
     finally:
         if args.state_dir is None:
             shutil.rmtree(root, ignore_errors=True)

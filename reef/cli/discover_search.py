@@ -136,10 +136,15 @@ async def run_search(
         asked = [(p, rollout) for p in plan["parents"] for rollout in range(plan["rollouts"])]
         guided = plan.get("mode") == "guidance"
         # The solution's shape binds whoever writes the attempt: the model itself, or in guidance mode the executor.
-        shape = plan.get("response_format")
+        guide_shape = plan.get("guide_response_format")
         answers = await asyncio.gather(
             *(
-                client.ask(p["messages"], temperature, max_tokens, response_format=None if guided else shape)
+                client.ask(
+                    p["messages"],
+                    temperature,
+                    max_tokens,
+                    response_format=guide_shape if guided else p["response_format"],
+                )
                 for p, _ in asked
             )
         )
@@ -149,7 +154,7 @@ async def run_search(
             executor = await client.base_release()
             texts = await asyncio.gather(
                 *(
-                    _execute(client, p, text, executor, temperature, max_tokens, shape)
+                    _execute(client, p, text, executor, temperature, max_tokens, p["response_format"])
                     for (p, _), (text, _) in zip(asked, answers, strict=True)
                 )
             )

@@ -1,15 +1,30 @@
 """Guidance-TTT's two prompts: the guide sees only a parent's summary and score and answers with advice in a
-`<guidance>…</guidance>` block; a frozen executor turns the parent plus that advice into the attempt."""
+`<guidance>…</guidance>` block; a frozen executor turns the parent plus that advice into the attempt.
+
+Left free, SmolLM2 never writes the block (0 of 16 answers to the guide's prompt held it; most rambled to the token
+limit), so every attempt would score 0 without the executor ever running. `GUIDE_RESPONSE_FORMAT` asks an engine that
+honours `response_format` for the block itself, as a JSON string: `"<guidance>…</guidance>"`.
+"""
 
 from __future__ import annotations
 
+import json
 import re
+from typing import Any
 
 from reef.discovery.archive import Entry
 from reef.discovery.problem import Problem
 
 _GUIDANCE = re.compile(r"<guidance>(.+?)</guidance>\s*$", re.DOTALL)
 MAX_GUIDANCE_CHARS = 1_000
+GUIDE_RESPONSE_FORMAT: dict[str, Any] = {
+    "type": "json_schema",
+    "json_schema": {
+        "name": "guidance",
+        "strict": True,
+        "schema": {"type": "string", "pattern": "^<guidance>[^<>]{8,300}</guidance>$"},
+    },
+}
 
 GUIDE_PROMPT = """{task}
 
@@ -33,7 +48,12 @@ def executor_prompt(problem: Problem, entry: Entry, guidance: str) -> str:
 
 
 def parse_guidance(answer: str) -> str | None:
-    """The advice in the `<guidance>` block that ends `answer`, or None when it is missing, empty or too long."""
-    found = _GUIDANCE.search(answer.strip())
+    """The advice in the `<guidance>` block that ends `answer` (or the JSON string `answer` is: what
+    GUIDE_RESPONSE_FORMAT asks for), or None when it is missing, empty or too long."""
+    try:
+        decoded = json.loads(answer)
+    except ValueError:
+        decoded = None
+    found = _GUIDANCE.search((decoded if isinstance(decoded, str) else answer).strip())
     advice = found.group(1).strip() if found else ""
     return advice if 0 < len(advice) <= MAX_GUIDANCE_CHARS else None

@@ -24,6 +24,13 @@ that cannot write a slightly changed list of numbers can still choose an edit; t
 archived and reported is the whole solution. `apply_edit` runs in the caller's process (it is the problem's
 code, not the model's); the evaluator still runs in the sandbox.
 
+**Only edits that change the parent are offered.** When the edit schema is an object whose properties are all
+`enum`s (a finite set of edits, at most MAX_ENUMERATED_EDITS), `response_format(parent)` lists exactly the edits that
+apply to that parent and change it (an `anyOf` of their values). A small model that prefers one kind of edit (SmolLM2
+answers circle packing's `grow` about 85 % of the time) would otherwise spend most attempts on edits that change
+nothing once that kind is used up, and a policy trained on its early successes would answer nothing else: every
+group all zeros, no advantage to learn from. The masking is the sampler's; the recorded log-probs stay the model's.
+
 The evaluator source is copied into a fresh sandbox for every attempt (`reef.discovery.evaluation`), so it must not
 import anything but the standard library. A `json` solution reaches `evaluate` parsed; a `python` one as its text.
 """
@@ -36,7 +43,9 @@ import functools
 import importlib
 import importlib.util
 import inspect
+import itertools
 import json
+import math
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -56,6 +65,7 @@ Previous attempt:
 Write an improved solution. Reply with only the {format_name}."""
 
 EVALUATOR_TAIL_CHARS = 400
+MAX_ENUMERATED_EDITS = 512
 _FENCE = re.compile(r"```[a-zA-Z]*\n?(.*?)```", re.DOTALL)
 
 
@@ -86,14 +96,31 @@ class Problem:
         """What the model writes: `edit` (of the parent, `edit_schema`) or `solution` (a whole one)."""
         return "edit" if self.edit_schema is not None else "solution"
 
-    def response_format(self) -> dict[str, Any] | None:
-        """The OpenAI `response_format` that asks for an answer of the schema's shape (None: free text)."""
+    def response_format(self, parent: str | None = None) -> dict[str, Any] | None:
+        """The OpenAI `response_format` that asks for an answer of the schema's shape (None: free text); given the
+        `parent` solution, for an enumerable edit schema only the edits that change it (module docstring)."""
         name, schema = ("solution", self.solution_schema)
         if self.edit_schema is not None:
             name, schema = "edit", self.edit_schema
+            useful = None if parent is None else self.useful_edits(parent)
+            if useful:
+                schema = {"anyOf": [_exactly(edit) for edit in useful]}
         if schema is None:
             return None
         return {"type": "json_schema", "json_schema": {"name": name, "strict": True, "schema": schema}}
+
+    def useful_edits(self, parent: str) -> list[dict[str, Any]] | None:
+        """Every edit of an all-`enum` object edit schema that applies to `parent` and changes it, in the schema's
+        order; None when the edits cannot be enumerated (another schema, or more than MAX_ENUMERATED_EDITS)."""
+        properties = (self.edit_schema or {}).get("properties")
+        if not isinstance(properties, dict) or not properties:
+            return None
+        found = [spec.get("enum") if isinstance(spec, dict) else None for spec in properties.values()]
+        values = [v for v in found if isinstance(v, list) and v]
+        if len(values) < len(found) or math.prod(len(v) for v in values) > MAX_ENUMERATED_EDITS:
+            return None
+        edits = [dict(zip(properties, combination, strict=True)) for combination in itertools.product(*values)]
+        return [edit for edit in edits if self.extract(json.dumps(edit), parent) is not None]
 
     def reward(self, score: float | None, valid: bool) -> float:
         """Higher is better, 0 for an invalid attempt: the score itself when maximising, 1/score when minimising
@@ -137,6 +164,16 @@ class Problem:
             return None
         edited = json.dumps(after, separators=(",", ":"))
         return edited if after != before and parses(edited, "json") else None
+
+
+def _exactly(edit: dict[str, Any]) -> dict[str, Any]:
+    """A JSON Schema that only `edit` meets."""
+    return {
+        "type": "object",
+        "properties": {key: {"const": value} for key, value in edit.items()},
+        "required": list(edit),
+        "additionalProperties": False,
+    }
 
 
 def parses(solution: str, solution_format: SolutionFormat) -> bool:

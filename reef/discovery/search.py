@@ -55,9 +55,10 @@ def entry_view(entry: Entry) -> dict[str, Any]:
 
 
 def next_step(archive: Archive, problem: Problem, groups: int) -> dict[str, Any]:
-    """`{step, answer, response_format, parents: [{group, parent_id, score, solution, prompt, messages}]}`: what
-    the client asks R times per group (with `response_format` in the chat body when it is not None); `answer` is
-    `edit` when each answer is an edit the client applies to its parent's `solution` (`Problem.extract`)."""
+    """`{step, answer, response_format, parents: [{group, parent_id, score, solution, prompt, messages,
+    response_format}]}`: what the client asks R times per group (with the parent's `response_format` in the chat
+    body when it is not None: the step's, narrowed to the edits that change that parent where they can be listed);
+    `answer` is `edit` when each answer is an edit the client applies to its parent's `solution` (`Problem.extract`)."""
     parents = []
     for group, entry in enumerate(archive.select(groups)):
         prompt = problem.prompt(entry.solution, entry.score, entry.details)
@@ -69,6 +70,7 @@ def next_step(archive: Archive, problem: Problem, groups: int) -> dict[str, Any]
                 "solution": entry.solution,
                 "prompt": prompt,
                 "messages": [{"role": "user", "content": prompt}],
+                "response_format": problem.response_format(entry.solution),
             }
         )
     step = archive.step + 1

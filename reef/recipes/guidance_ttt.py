@@ -2,10 +2,11 @@
 
 The next step's parents carry the guide's prompt (`messages`: the task, the parent's score and its checker summary,
 never the solution) and `executor_template`, the executor's prompt with `{guidance}` to fill. A client asks the
-guide R times through `/v1/*`; an answer that does not end with a `<guidance>…</guidance>` block scores 0 and the
-executor is skipped; otherwise it asks the executor — the scenario's base release (`executor_release_id`, served
-with `x-reef-release-id`: the base model, adapter off) or any OpenAI-compatible endpoint — with the parent and the
-guidance, evaluates that attempt and reports it citing the guide's answer only, so only the guide's tokens train.
+guide R times through `/v1/*` (with `guide_response_format`, which asks for the block itself); an answer that does
+not end with a `<guidance>…</guidance>` block scores 0 and the executor is skipped; otherwise it asks the executor —
+the scenario's base release (`executor_release_id`, served with `x-reef-release-id`: the base model, adapter off) or
+any OpenAI-compatible endpoint — with the parent and the guidance, evaluates that attempt and reports it citing the
+guide's answer only, so only the guide's tokens train.
 Everything else (the grid, advantages, the archive in each release) is `tttd`'s.
 """
 
@@ -14,7 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, ClassVar
 
-from reef.discovery.guidance import executor_prompt, guide_prompt
+from reef.discovery.guidance import GUIDE_RESPONSE_FORMAT, executor_prompt, guide_prompt
 from reef.recipes.tttd import TTTDRecipe
 
 
@@ -34,7 +35,7 @@ class GuidanceTTTRecipe(TTTDRecipe):
                 messages=[{"role": "user", "content": prompt}],
                 executor_template=executor_prompt(problem, entry, "{guidance}"),
             )
-        return {**step, "mode": "guidance"}
+        return {**step, "mode": "guidance", "guide_response_format": GUIDE_RESPONSE_FORMAT}
 
 
 RECIPE = GuidanceTTTRecipe

@@ -161,7 +161,9 @@ def test_a_circle_packing_answer_is_an_edit_of_its_parent_by_default() -> None:
     assert problem.extract('{"circle": 1, "change": "grow"}', moved) is None  # already as large as its place allows
     # Moved towards the wall, circle 0 shrinks to fit: a valid packing, a lower score.
     shrunk = json.loads(problem.extract('{"circle": 0, "change": "left"}', seed) or "null")
-    assert shrunk[0] == [0.12, 0.25, 0.12] and evaluate_attempt(problem, json.dumps(shrunk)).score == pytest.approx(0.92)
+    assert shrunk[0] == [0.12, 0.25, 0.12] and evaluate_attempt(problem, json.dumps(shrunk)).score == pytest.approx(
+        0.92
+    )
 
 
 def test_an_edit_that_cannot_be_applied_holds_no_solution() -> None:
@@ -198,3 +200,22 @@ def test_a_problem_directory_may_ask_for_edits(tmp_path: Path) -> None:
     (directory / "evaluate.py").write_text(source.split("def apply_edit")[0])
     with pytest.raises(ProblemError, match="apply_edit"):
         load_problem(str(directory))
+
+
+def test_only_edits_that_change_the_parent_are_offered() -> None:
+    problem = load_problem("circle-packing", {"n": 6})
+    seed = problem.seeds[0]
+    useful = problem.useful_edits(seed) or []
+    assert {"circle": 0, "change": "grow"} in useful and {"circle": 1, "change": "down"} in useful
+    grown = problem.extract('{"circle": 0, "change": "grow"}', seed) or ""
+    narrowed = problem.useful_edits(grown) or []
+    assert {"circle": 0, "change": "grow"} not in narrowed  # it touches the wall now: growing changes nothing
+    assert all(problem.extract(json.dumps(edit), grown) is not None for edit in narrowed)
+    schema = problem.response_format(grown)["json_schema"]["schema"]  # type: ignore[index]
+    assert len(schema["anyOf"]) == len(narrowed) and schema["anyOf"][0]["properties"]["circle"] == {"const": 0}
+    assert problem.response_format()["json_schema"]["schema"] == problem.edit_schema  # type: ignore[index]
+    # The plan carries each parent's narrowed format; the step's own is the whole schema.
+    parent = next_step(seed_archive(problem), problem, 1)["parents"][0]
+    assert parent["response_format"] == problem.response_format(seed)
+    # Not enumerable (no enums, or too many edits): the schema is not narrowed.
+    assert load_problem("circle-packing", {"n": 6, "answer": "list"}).useful_edits(seed) is None

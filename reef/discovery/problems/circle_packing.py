@@ -3,12 +3,13 @@
 A solution is JSON `[[x, y, r], …]` with exactly n triples. Stdlib only: this file runs inside the sandbox.
 
 The model answers with an edit of its parent by default (`answer="edit"`): `{"circle": i, "change": c}`, where
-`grow` makes circle i as large as the walls and the other circles allow (its radius rounded down to 2 decimals,
-so a grown circle touches something but never overlaps it) and `left`/`right`/`up`/`down` move its centre by
-MOVE_STEP and then fit it: its radius becomes what the space at the new place allows, larger or smaller. A move
-alone, keeping the radius, would score the same as its parent or overlap; moving and fitting is the step a search can
-climb with (at a packing where every circle touches something, `grow` changes nothing and only moves do). A small model rarely writes a list of numbers that differs from its parent by a small deliberate
-change; it can choose an edit. `answer="list"` asks for the whole list of n triples instead.
+`grow` makes circle i as large as the walls and the other circles allow (its radius rounded down to 2 decimals, so a
+grown circle touches something but never overlaps it) and `left`/`right`/`up`/`down` move its centre by MOVE_STEP
+and then fit it: its radius becomes what the space at the new place allows, larger or smaller. A move alone, keeping
+the radius, would score the same as its parent or overlap; moving and fitting is the step a search can climb with
+(at a packing where every circle touches something, `grow` changes nothing and only moves do). A small model rarely
+writes a list of numbers that differs from its parent by a small deliberate change; it can choose an edit.
+`answer="list"` asks for the whole list of n triples instead.
 """
 
 from __future__ import annotations
