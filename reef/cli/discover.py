@@ -15,6 +15,7 @@ import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -78,10 +79,11 @@ def run_discover(args: argparse.Namespace) -> int:
     runs: list[SearchRun] = []
     code = 0
     try:
-        # With a control, the trained search gets the first half of the budget (it also trains).
-        trained_deadline = started + args.time_budget / 2 if args.control else deadline
+        # With a control, the trained search keeps in reserve what the control will need for as many steps (the
+        # same asking and evaluating, no training): both searches then run the same number of steps.
+        reserve = SearchRun.control_estimate if args.control else (lambda run: 0.0)
         runs.append(
-            _search(args, problem, groups, rollouts, True, args.steps, trained_deadline, root / "trained", console)
+            _search(args, problem, groups, rollouts, True, args.steps, deadline, root / "trained", console, reserve)
         )
         if args.control:
             steps = len(runs[0].steps)
@@ -132,6 +134,7 @@ def _search(
     deadline: float,
     state_dir: Path,
     console: Console,
+    reserve: Callable[[SearchRun], float] = lambda run: 0.0,
 ) -> SearchRun:
     started = time.monotonic()
     run = SearchRun(recipe=args.recipe, trains=trains)
@@ -161,6 +164,7 @@ def _search(
     console.print(f"[bold]reef discover[/] · {problem.name} · {args.recipe} · {label} · {url}")
     with ReefServer(command, url, state_dir / "serve.log") as server:
         server.wait_healthy(STARTUP_TIMEOUT_S)
+        run.startup_s = time.monotonic() - started
 
         def on_step(entry: dict[str, Any]) -> None:
             console.print(
@@ -184,6 +188,7 @@ def _search(
                         max_tokens=args.max_tokens,
                         limits=Limits(),
                         on_step=on_step,
+                        reserve=reserve,
                     )
             finally:
                 await client.aclose()

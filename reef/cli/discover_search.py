@@ -23,6 +23,8 @@ from reef.discovery.problem import Problem
 from reef.sandbox import Limits
 
 STEP_TIMEOUT_S = 900.0
+CONTROL_FOLD_S = 3.0  # measured: a control step's wait for its archive, 1-3 s on 2 cores
+CONTROL_MARGIN = 1.25
 
 
 @dataclasses.dataclass
@@ -36,6 +38,16 @@ class SearchRun:
     steps: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     best_solution: str | None = None
     wall_s: float = 0.0
+    startup_s: float = 0.0  # from starting its server to the server answering
+
+    def control_estimate(self) -> float:
+        """Seconds a search with training off would need for this run's steps and one more: the same server
+        start, and per step the same asking, evaluating and reporting (`ask_s`) plus folding the grid in without
+        training (CONTROL_FOLD_S), with a margin (CONTROL_MARGIN). The trained run keeps this in reserve."""
+        asked = [s["ask_s"] for s in self.steps]
+        one_more = asked[-1] if asked else 0.0
+        folds = CONTROL_FOLD_S * (len(asked) + 1)
+        return CONTROL_MARGIN * (self.startup_s + sum(asked) + one_more + folds)
 
     @property
     def best(self) -> float | None:
@@ -121,15 +133,17 @@ async def run_search(
     max_tokens: int,
     limits: Limits,
     on_step: Callable[[dict[str, Any]], None],
+    reserve: Callable[[SearchRun], float] = lambda run: 0.0,
 ) -> None:
-    """Run up to `steps` steps, none starting that would end past `deadline` (monotonic), filling `run`."""
+    """Run up to `steps` steps, none starting that would end past `deadline` (monotonic) less `reserve(run)` (the
+    time something after this search needs, e.g. the control's), filling `run`."""
     await client.create()
     seed = (await client.archive())["entries"][0]
     run.seed_best, run.best_solution = seed["score"], seed["solution"]
     run.curve.append(seed["score"])
     for _ in range(steps):
         # No step starts that would end past the deadline, judging by the last one's length.
-        if time.monotonic() + (run.steps[-1]["wall_s"] if run.steps else 0.0) >= deadline:
+        if time.monotonic() + (run.steps[-1]["wall_s"] if run.steps else 0.0) + reserve(run) >= deadline:
             break
         started = time.monotonic()
         plan = await client.get(f"/reef/scenarios/{client.scenario}/archive/next", groups=groups)
@@ -171,13 +185,14 @@ async def run_search(
             await client.report(
                 evaluation.score or 0.0, receipt, _metadata(plan["step"], parent, rollout, solution, evaluation)
             )
+        asked_s = time.monotonic() - started
         archive = await _await_step(client, plan["step"])
         best = archive["entries"][0]
         run.curve.append(best["score"])
         run.best_solution = best["solution"]
         copies = sum(s == p.get("solution") for s, (p, _) in zip(solutions, asked, strict=True))
         entry = _step_summary(plan["step"], evaluations, best["score"], time.monotonic() - started)
-        entry.update(parsed=sum(s is not None for s in solutions), copies=copies)
+        entry.update(parsed=sum(s is not None for s in solutions), copies=copies, ask_s=round(asked_s, 1))
         run.steps.append(entry)
         on_step(entry)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from reef.cli.discover_report import write_discover_report
+from reef.cli.discover_search import CONTROL_FOLD_S, CONTROL_MARGIN, SearchRun
 from reef.cli.main import build_parser
 
 
@@ -31,3 +32,11 @@ def test_reef_discover_takes_the_grid_the_recipe_and_a_control() -> None:
         True,
         True,
     )
+
+
+def test_the_trained_search_keeps_in_reserve_what_the_control_needs_for_as_many_steps() -> None:
+    run = SearchRun(recipe="tttd", trains=True, startup_s=20.0, steps=[{"ask_s": 8.0}, {"ask_s": 10.0}])
+    # The control's server start, the two steps' asking, one more like the last, a fold per step, with the margin.
+    expected = CONTROL_MARGIN * (20.0 + 8.0 + 10.0 + 10.0 + 3 * CONTROL_FOLD_S)
+    assert run.control_estimate() == expected
+    assert SearchRun(recipe="tttd", trains=True).control_estimate() == CONTROL_MARGIN * CONTROL_FOLD_S

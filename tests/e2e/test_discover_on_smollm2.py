@@ -29,8 +29,23 @@ def test_reef_discover_completes_a_step_with_a_control_and_reports_both_curves(t
     assert len(result["curve"]) == len(result["control_curve"]) == 2  # the seed, then the step
     assert result["seed_best"] == pytest.approx(0.75) and result["best"] >= result["seed_best"]
     assert result["control_best"] >= result["seed_best"]
-    # Every answer is an edit of its parent (constrained decoding); one that changes nothing holds no solution, so
-    # no attempt is a copy. Whether an edit's packing is valid (overlaps, walls) is the checker's call.
+    # Every answer is an edit of its parent (constrained decoding), and only edits that change the parent are
+    # offered: every answer holds a solution and none is a copy. Whether it is valid is the checker's call.
     assert result["copy_fraction"] == result["control_copy_fraction"] == 0.0
+    assert result["parsed_fraction"] == result["control_parsed_fraction"] == 1.0
     assert 0.0 <= result["valid_fraction"] <= result["parsed_fraction"] <= 1.0
     assert "best_known_source" in result and (tmp_path / "discover.html").read_text().count("<polyline") == 2
+
+
+def test_guidance_ttt_runs_the_executor_on_the_guides_advice(tmp_path) -> None:
+    """The guide is asked for its `<guidance>` block (left free, SmolLM2 never wrote one), so the executor runs and
+    the attempts hold solutions."""
+    command = [
+        sys.executable, "-m", "reef.cli.main", "discover", "circle-packing", "--recipe", "guidance_ttt",
+        "--option", "n=3", "--grid", "2x2", "--steps", "1", "--json", "--max-tokens", "80", "--time-budget", "300",
+    ]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, timeout=500, env=dict(os.environ))
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout)
+    assert result["recipe"] == "guidance_ttt" and "error" not in result and result["steps"] == 1
+    assert result["parsed_fraction"] == 1.0  # every guide answer held advice, and the executor answered with an edit
