@@ -3,7 +3,8 @@
 
 Left free, SmolLM2 never writes the block (0 of 16 answers to the guide's prompt held it; most rambled to the token
 limit), so every attempt would score 0 without the executor ever running. `GUIDE_RESPONSE_FORMAT` asks an engine that
-honours `response_format` for the block itself, as a JSON string: `"<guidance>…</guidance>"`.
+honours `response_format` for the block itself, as a JSON string: `"<guidance>…</guidance>"`, with at most 160
+characters of advice (about 40 tokens: it ends well within an attempt's token budget).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ GUIDE_RESPONSE_FORMAT: dict[str, Any] = {
     "json_schema": {
         "name": "guidance",
         "strict": True,
-        "schema": {"type": "string", "pattern": "^<guidance>[^<>]{8,300}</guidance>$"},
+        "schema": {"type": "string", "pattern": "^<guidance>[^<>]{8,160}</guidance>$"},
     },
 }
 
