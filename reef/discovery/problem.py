@@ -111,7 +111,8 @@ class Problem:
 
     def useful_edits(self, parent: str) -> list[dict[str, Any]] | None:
         """Every edit of an all-`enum` object edit schema that applies to `parent` and changes it, in the schema's
-        order; None when the edits cannot be enumerated (another schema, or more than MAX_ENUMERATED_EDITS)."""
+        order; None when the edits cannot be enumerated (another schema, more than MAX_ENUMERATED_EDITS, or an
+        `apply_edit` that raises something other than what `extract` treats as an inapplicable edit)."""
         properties = (self.edit_schema or {}).get("properties")
         if not isinstance(properties, dict) or not properties:
             return None
@@ -120,7 +121,10 @@ class Problem:
         if len(values) < len(found) or math.prod(len(v) for v in values) > MAX_ENUMERATED_EDITS:
             return None
         edits = [dict(zip(properties, combination, strict=True)) for combination in itertools.product(*values)]
-        return [edit for edit in edits if self.extract(json.dumps(edit), parent) is not None]
+        try:
+            return [edit for edit in edits if self.extract(json.dumps(edit), parent) is not None]
+        except Exception:  # noqa: BLE001 - the problem's own apply_edit failed in a way it does not document:
+            return None  # offer the whole schema, as without enumeration; the client's extract will say more
 
     def reward(self, score: float | None, valid: bool) -> float:
         """Higher is better, 0 for an invalid attempt: the score itself when maximising, 1/score when minimising

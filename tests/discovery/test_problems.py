@@ -219,3 +219,17 @@ def test_only_edits_that_change_the_parent_are_offered() -> None:
     assert parent["response_format"] == problem.response_format(seed)
     # Not enumerable (no enums, or too many edits): the schema is not narrowed.
     assert load_problem("circle-packing", {"n": 6, "answer": "list"}).useful_edits(seed) is None
+
+
+def test_an_apply_edit_that_fails_unexpectedly_leaves_the_schema_whole(tmp_path: Path) -> None:
+    source = (
+        "def evaluate(solution):\n    return {'score': sum(solution), 'valid': True, 'details': 'ok'}\n"
+        "def apply_edit(solution, edit):\n    return solution + [1 / (edit['add'] - 1)]\n"
+    )
+    directory = _directory(tmp_path, source)
+    spec = json.loads((directory / "problem.json").read_text())
+    edit = {"type": "object", "properties": {"add": {"type": "integer", "enum": [0, 1, 2]}}, "required": ["add"]}
+    (directory / "problem.json").write_text(json.dumps({**spec, "edit_schema": edit}))
+    problem = load_problem(str(directory))
+    assert problem.useful_edits(problem.seeds[0]) is None  # add=1 divides by zero: not an edit `extract` knows
+    assert problem.response_format(problem.seeds[0])["json_schema"]["schema"] == edit  # type: ignore[index]
