@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -183,14 +184,8 @@ def test_an_edit_that_cannot_be_applied_holds_no_solution() -> None:
 
 
 def test_a_problem_directory_may_ask_for_edits(tmp_path: Path) -> None:
-    source = (
-        "def evaluate(solution):\n    return {'score': sum(solution), 'valid': True, 'details': 'ok'}\n"
-        "def apply_edit(solution, edit):\n    return solution + [edit['add']]\n"
-    )
-    directory = _directory(tmp_path, source)
-    spec = json.loads((directory / "problem.json").read_text())
     edit = {"type": "object", "properties": {"add": {"type": "integer"}}, "required": ["add"]}
-    (directory / "problem.json").write_text(json.dumps({**spec, "edit_schema": edit}))
+    source, directory = _edit_directory(tmp_path, "solution + [edit['add']]", edit)
     problem = load_problem(str(directory))
     expected = {"name": "edit", "strict": True, "schema": edit}
     assert problem.response_format() == {"type": "json_schema", "json_schema": expected}
@@ -222,14 +217,20 @@ def test_only_edits_that_change_the_parent_are_offered() -> None:
 
 
 def test_an_apply_edit_that_fails_unexpectedly_leaves_the_schema_whole(tmp_path: Path) -> None:
-    source = (
-        "def evaluate(solution):\n    return {'score': sum(solution), 'valid': True, 'details': 'ok'}\n"
-        "def apply_edit(solution, edit):\n    return solution + [1 / (edit['add'] - 1)]\n"
-    )
-    directory = _directory(tmp_path, source)
-    spec = json.loads((directory / "problem.json").read_text())
     edit = {"type": "object", "properties": {"add": {"type": "integer", "enum": [0, 1, 2]}}, "required": ["add"]}
-    (directory / "problem.json").write_text(json.dumps({**spec, "edit_schema": edit}))
+    _, directory = _edit_directory(tmp_path, "solution + [1 / (edit['add'] - 1)]", edit)
     problem = load_problem(str(directory))
     assert problem.useful_edits(problem.seeds[0]) is None  # add=1 divides by zero: not an edit `extract` knows
     assert problem.response_format(problem.seeds[0])["json_schema"]["schema"] == edit  # type: ignore[index]
+
+
+def _edit_directory(tmp_path: Path, edited: str, edit_schema: dict[str, Any]) -> tuple[str, Path]:
+    """A problem directory whose answers are edits: `apply_edit` returns the expression `edited`."""
+    source = (
+        "def evaluate(solution):\n    return {'score': sum(solution), 'valid': True, 'details': 'ok'}\n"
+        f"def apply_edit(solution, edit):\n    return {edited}\n"
+    )
+    directory = _directory(tmp_path, source)
+    spec = json.loads((directory / "problem.json").read_text())
+    (directory / "problem.json").write_text(json.dumps({**spec, "edit_schema": edit_schema}))
+    return source, directory
