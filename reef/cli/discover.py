@@ -24,7 +24,7 @@ from rich.console import Console
 
 from reef.cli.demo_server import ReefServer, ServerFailed, free_port, unwind_on_sigterm
 from reef.cli.discover_report import write_discover_report
-from reef.cli.discover_search import SearchClient, SearchRun, run_search
+from reef.cli.discover_search import SearchClient, SearchRun, no_reserve, run_search
 from reef.discovery.evaluation import EvaluatorFailure
 from reef.discovery.problem import Problem, ProblemError, load_problem
 from reef.sandbox import Limits
@@ -81,7 +81,7 @@ def run_discover(args: argparse.Namespace) -> int:
     try:
         # With a control, the trained search keeps in reserve what the control will need for as many steps (the
         # same asking and evaluating, no training): both searches then run the same number of steps.
-        reserve = SearchRun.control_estimate if args.control else (lambda run: 0.0)
+        reserve = SearchRun.control_estimate if args.control else no_reserve
         runs.append(
             _search(args, problem, groups, rollouts, True, args.steps, deadline, root / "trained", console, reserve)
         )
@@ -134,7 +134,7 @@ def _search(
     deadline: float,
     state_dir: Path,
     console: Console,
-    reserve: Callable[[SearchRun], float] = lambda run: 0.0,
+    reserve: Callable[[SearchRun], float] = no_reserve,
 ) -> SearchRun:
     started = time.monotonic()
     run = SearchRun(recipe=args.recipe, trains=trains)

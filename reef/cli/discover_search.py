@@ -27,6 +27,11 @@ CONTROL_FOLD_S = 3.0  # measured: a control step's wait for its archive, 1-3 s o
 CONTROL_MARGIN = 1.25
 
 
+def no_reserve(run: SearchRun) -> float:
+    """Nothing comes after this search: it may use the time up to its deadline."""
+    return 0.0
+
+
 @dataclasses.dataclass
 class SearchRun:
     """What one search measured; `curve` is the best score after each step (index 0: the seed)."""
@@ -133,7 +138,7 @@ async def run_search(
     max_tokens: int,
     limits: Limits,
     on_step: Callable[[dict[str, Any]], None],
-    reserve: Callable[[SearchRun], float] = lambda run: 0.0,
+    reserve: Callable[[SearchRun], float] = no_reserve,
 ) -> None:
     """Run up to `steps` steps, none starting that would end past `deadline` (monotonic) less `reserve(run)` (the
     time something after this search needs, e.g. the control's), filling `run`."""
