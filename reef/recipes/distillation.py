@@ -6,7 +6,8 @@ the teacher's prompt: the student's chat messages with a context block (`recipe_
 in a tool result. The training job appends the student's completion ids verbatim and runs the teacher pass
 (`reef.learning.training.distillation`).
 
-`recipe_config.context_as: turn` shows the block as an earlier assistant answer instead (`with_context`).
+`recipe_config.context_as: turn` shows the block as an earlier assistant answer instead (`with_context`), in
+`recipe_config.context_turns` earlier exchanges (1 by default; at most `MAX_CONTEXT_TURNS`).
 
 `recipe_config.teacher` (see `reef.learning.training.teacher_spec`) is checked when the recipe is configured: a
 model directory whose tokenizer is not the student's is refused naming `recipe_config.teacher`; a release or
@@ -30,19 +31,27 @@ from reef.recipes.weights import WeightsRecipe
 from reef.releases.base import ReleaseStore
 
 
-def with_context(messages: list[dict[str, Any]], block: str, placement: str = "message") -> list[dict[str, Any]]:
+MAX_CONTEXT_TURNS = 8
+
+
+def with_context(
+    messages: list[dict[str, Any]], block: str, placement: str = "message", turns: int = 1
+) -> list[dict[str, Any]]:
     """`messages` with `block` appended to the last user message, or as a new user message after a tool result.
 
     With `placement="turn"` the block is instead an earlier answer: the conversation, the block as the assistant's
-    reply, then the last user message asked again: a small model copies a shown answer far more readily than it
-    follows one described in the question (base SmolLM2 answers 0.71 of the demo's training prompts exactly when
-    shown the answer as a turn, 0.00 when it is described in the message)."""
+    reply, then the last user message asked again, `turns` times over. A small model copies a shown answer far
+    more readily than it follows one described in the question, and more readily the more often it has been shown:
+    base SmolLM2 answers the demo's training prompts exactly 0.00 of the time when the answer is described in the
+    message, 0.69 when shown once as a turn, 0.89 twice, 0.96 three times and 1.00 four times (70 prompts)."""
     teacher = copy.deepcopy(messages)
     last = teacher[-1] if teacher else None
     if last is None or last.get("role") != "user":
         return [*teacher, {"role": "user", "content": block.strip()}]
     if placement == "turn":
-        return [*teacher, {"role": "assistant", "content": block.strip()}, copy.deepcopy(last)]
+        for _ in range(turns):
+            teacher += [{"role": "assistant", "content": block.strip()}, copy.deepcopy(last)]
+        return teacher
     content = last.get("content")
     if isinstance(content, list):
         last["content"] = [*content, {"type": "text", "text": block}]
@@ -82,6 +91,11 @@ class DistillationRecipe(WeightsRecipe):
             )
         if self.config()["context_as"] not in ("message", "turn"):
             raise BadRequest("context_as is 'message' or 'turn'", field="recipe_config.context_as")
+        turns = self.config()["context_turns"]
+        if isinstance(turns, bool) or not isinstance(turns, int) or not 1 <= turns <= MAX_CONTEXT_TURNS:
+            raise BadRequest(
+                f"context_turns is a whole number from 1 to {MAX_CONTEXT_TURNS}", field="recipe_config.context_turns"
+            )
 
     def config(self) -> dict[str, Any]:
         base = {
@@ -89,6 +103,7 @@ class DistillationRecipe(WeightsRecipe):
             "divergence": self.default_divergence,
             "context_template": self.default_template,
             "context_as": "message",
+            "context_turns": 1,
             "importance_cap": 2.0,
             "skip_first_tokens": 0,
             "top_k": 0,
@@ -102,7 +117,10 @@ class DistillationRecipe(WeightsRecipe):
 
     def teacher_messages(self, messages: list[dict[str, Any]], context: str) -> list[dict[str, Any]]:
         """The teacher's prompt: `messages` with `context` placed by `context_template` and `context_as`."""
-        return with_context(messages, self.context_block(context), str(self.config()["context_as"]))
+        config = self.config()
+        return with_context(
+            messages, self.context_block(context), str(config["context_as"]), int(config["context_turns"])
+        )
 
     def check_teacher(self, releases: ReleaseStore, scenarios: Iterable[str]) -> None:
         """Refuse (BadRequest naming `recipe_config.teacher`) a teacher release or scenario that does not exist."""

@@ -50,6 +50,24 @@ def test_the_context_block_goes_on_the_last_user_message_or_after_a_tool_result_
     as_turn = with_context(QUESTION, "4", placement="turn")
     assert as_turn == [*QUESTION, {"role": "assistant", "content": "4"}, *QUESTION]
     assert QUESTION == [{"role": "user", "content": "2+2?"}]  # the student's messages are not touched
+    shown_twice = with_context(QUESTION, "4", placement="turn", turns=2)
+    assert shown_twice == QUESTION + [{"role": "assistant", "content": "4"}, *QUESTION] * 2
+
+
+def test_the_sdft_teacher_is_shown_the_demonstration_as_context_turns_earlier_exchanges():
+    config = {"context_as": "turn", "context_template": "{context}", "context_turns": 3}
+    processor = load_recipe("sdft", settings("sdft", **config)).processor()
+    processor.ingest(inference("i1", answer="The answer is 4."))
+    processor.ingest(report("f1", ["i1"], metadata={"demonstration": "4"}))
+    (sample,) = processor.build_batch().samples
+    assert sample["teacher_messages"] == QUESTION + [{"role": "assistant", "content": "4"}, *QUESTION] * 3
+
+
+@pytest.mark.parametrize("turns", [0, 9, 1.5, "2", True])
+def test_a_bad_context_turns_is_refused_naming_the_field(turns):
+    with pytest.raises(BadRequest) as error:
+        load_recipe("sdft", settings("sdft", context_as="turn", context_turns=turns))
+    assert error.value.field == "recipe_config.context_turns"
 
 
 def test_an_sdft_report_without_a_context_or_receipt_is_refused_naming_the_field():
