@@ -184,8 +184,10 @@ def _compare(
     console.print("[bold]--compare sft[/]: the same stream with sft, from the base")
     (state_dir / "compare-sft").mkdir(parents=True, exist_ok=True)
     other = DemoRun(recipe="sft", metric=run.metric)
+    compare_started = time.monotonic()
     code = _serve(other, PROFILES["sft"], args, state_dir / "compare-sft", free_port(), validation, test, console,
-                  time.monotonic())  # fmt: skip
+                  compare_started)  # fmt: skip
+    other.wall_s = time.monotonic() - compare_started
     runs = {"sdft": run, "sft": other}
     phases = {name: r.extra.get("phases") or {} for name, r in runs.items()}
     run.extra["retention"] = {name: p.get("retention") for name, p in phases.items()}
