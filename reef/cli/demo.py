@@ -20,7 +20,7 @@ from typing import Any
 
 from rich.console import Console
 
-from reef.cli.demo_distillation import TEACHER_SCENARIO, teacher_kl_figures
+from reef.cli.demo_distillation import TEACHER_SCENARIO, gap_closed, teacher_kl_figures
 from reef.cli.demo_phases import two_phases
 from reef.cli.demo_recipes import PROFILES, RecipeProfile, demo_profile, recipe_config_flag
 from reef.cli.demo_result import DemoRun, finish
@@ -104,6 +104,12 @@ def run_demo(args: argparse.Namespace) -> int:
     if code == 0:  # the time budget covers this recipe's rounds (opd: not its teacher's)
         code = _serve(run, profile, args, state_dir, port, validation, test, console, time.monotonic())
     if profile.recipe == "opd" and run.final is not None:
+        baseline = run.baseline.score("partial") if run.baseline else None
+        run.extra["gap_closed"] = closed = gap_closed(baseline, run.final.score("partial"), run.extra.get("teacher"))
+        if closed is not None:
+            console.print(f"  the student closed {closed:.0%} of the gap between the base and the teacher")
+        else:
+            console.print("  [yellow]the teacher scores no higher than the base: there is no gap to close[/]")
         run.extra["teacher_reverse_kl"] = teacher_kl_figures(state_dir, test, MEASURE_MAX_TOKENS, console)
     if args.compare == "sft" and profile.recipe == "sdft" and code == 0:
         code = _compare(run, args, state_dir, validation, test, console)

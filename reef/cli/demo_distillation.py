@@ -16,6 +16,13 @@ from reef.cli.demo_tasks import DemoTask
 TEACHER_SCENARIO = "demo-sft"
 
 
+def gap_closed(baseline: float | None, final: float | None, teacher: float | None) -> float | None:
+    """The share of the base-to-teacher gap the student closed, (final − base) / (teacher − base); None if no gap."""
+    if baseline is None or final is None or teacher is None or teacher <= baseline:
+        return None
+    return round((final - baseline) / (teacher - baseline), 4)
+
+
 def head_directory(state_dir: Path, scenario: str) -> Path | None:
     """The serving release of `scenario` in the demo's state directory, materialized; None if it holds no weights."""
     from reef.core.settings import StorageSettings

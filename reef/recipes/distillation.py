@@ -30,7 +30,6 @@ from reef.learning.training.teacher_spec import FIELD, TeacherSpec, parse_teache
 from reef.recipes.weights import WeightsRecipe
 from reef.releases.base import ReleaseStore
 
-
 MAX_CONTEXT_TURNS = 8
 
 

@@ -9,6 +9,7 @@ import pytest
 
 from reef.cli.config import load_settings, parse_overrides
 from reef.cli.demo_api import Answer
+from reef.cli.demo_distillation import gap_closed
 from reef.cli.demo_recipes import PROFILES
 from reef.cli.demo_report import curve_svg, learning_curve_points, render_report, write_report
 from reef.cli.demo_server import free_port, serve_command
@@ -122,6 +123,13 @@ def test_the_distillation_profiles_report_what_their_recipes_need() -> None:
     sdpo = PROFILES["sdpo"]
     assert sdpo.recipe_config["groups"] * sdpo.recipe_config["rollouts"] == sdpo.batch_size and sdpo.temperature > 0
     assert PROFILES["opd"].recipe_config["teacher"] == "scenario:demo-sft"
+    assert PROFILES["sdft"].recipe_config["context_turns"] == 4  # the teacher copies it then (README)
+
+
+def test_the_opd_demo_says_what_share_of_the_gap_to_its_teacher_the_student_closed() -> None:
+    assert gap_closed(0.2, 0.65, 0.8) == 0.75
+    assert gap_closed(0.2, 0.1, 0.8) == -0.1667  # a student that fell below its base says so
+    assert gap_closed(0.5, 0.6, 0.5) is None and gap_closed(None, 0.6, 0.8) is None  # no gap to close
 
 
 def test_the_two_phase_figures_say_what_was_learned_and_what_was_kept() -> None:
