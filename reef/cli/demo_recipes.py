@@ -85,10 +85,9 @@ class RecipeProfile:
 HARNESS_METHODS = ("evolve", "gepa", "ace", "reasoning_bank", "meta_harness")
 # Recipes whose reports carry the right answer (a harness method's traces read it as `expected`); graded by exact.
 DEMONSTRATED = ("sft", "sdft", *HARNESS_METHODS)
-# The distillation teacher sees a demonstration as an earlier answer in the conversation: base SmolLM2 answers
-# 0.71 of the training prompts exactly when shown one that way, 0.00 when it is described in the question.
+# The distillation teacher sees a demonstration as an earlier answer in the conversation, which base SmolLM2
+# copies and a described one it does not (`with_context`); sdft shows it four times over, where it copies it always.
 SHOWN_AS_TURN = {"context_as": "turn", "context_template": "{context}"}
-# sdft shows it four times over: base SmolLM2 then copies it on 1.00 of the training prompts (0.69 shown once).
 SHOWN_FOUR_TIMES = {**SHOWN_AS_TURN, "context_turns": 4}
 
 PROFILES: dict[str, RecipeProfile] = {

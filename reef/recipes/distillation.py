@@ -48,8 +48,9 @@ def with_context(
     if last is None or last.get("role") != "user":
         return [*teacher, {"role": "user", "content": block.strip()}]
     if placement == "turn":
+        shown = {"role": "assistant", "content": block.strip()}
         for _ in range(turns):
-            teacher += [{"role": "assistant", "content": block.strip()}, copy.deepcopy(last)]
+            teacher += [dict(shown), copy.deepcopy(last)]
         return teacher
     content = last.get("content")
     if isinstance(content, list):
