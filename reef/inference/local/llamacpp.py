@@ -89,22 +89,26 @@ def _log_line(level: int, text: bytes, user_data: Any) -> None:
 
 
 class RowSet:
-    """A batch's rows as llama.cpp sequences: `seqs[i]` holds row i's cached positions, `lengths[i]` how many."""
+    """A batch's rows as llama.cpp sequences: `seqs[i]` holds row i's cached positions, `tokens[i]` their ids."""
 
     def __init__(self, forward: LlamaCppForward) -> None:
         self._forward = forward
         self.seqs: list[int] = []
-        self.lengths: list[int] = []
+        self.tokens: list[list[int]] = []
 
     @property
     def rows(self) -> int:
         return len(self.seqs)
 
-    def add(self, lengths: list[int]) -> list[int]:
-        """New rows of `lengths` positions (written by the prefill that follows); returns their sequences."""
-        seqs = [self._forward.take_sequence() for _ in lengths]
+    @property
+    def lengths(self) -> list[int]:
+        return [len(tokens) for tokens in self.tokens]
+
+    def add(self, prompts: list[list[int]]) -> list[int]:
+        """New rows holding `prompts` (written by the prefill that follows); returns their sequences."""
+        seqs = [self._forward.take_sequence() for _ in prompts]
         self.seqs.extend(seqs)
-        self.lengths.extend(lengths)
+        self.tokens.extend(list(prompt) for prompt in prompts)
         return seqs
 
     def keep(self, keep: list[int]) -> None:
@@ -114,7 +118,7 @@ class RowSet:
             if index not in kept:
                 self._forward.free_sequence(seq)
         self.seqs = [self.seqs[i] for i in keep]
-        self.lengths = [self.lengths[i] for i in keep]
+        self.tokens = [self.tokens[i] for i in keep]
 
 
 class LlamaCppForward:
@@ -186,21 +190,40 @@ class LlamaCppForward:
         self._free.append(seq)
 
     def prefill(self, cache: RowSet, prompts: list[list[int]], pad_id: int, lora: LoraWeights | None) -> torch.Tensor:
-        """Add `prompts` to `cache` as new rows; return their last positions' logits ([rows, vocab])."""
-        seqs = cache.add([len(p) for p in prompts])
-        tokens = [
-            (token, position, seq, position == len(prompt) - 1)
-            for prompt, seq in zip(prompts, seqs, strict=True)
-            for position, token in enumerate(prompt)
-        ]
-        return self._run(tokens, lora)
+        """Add `prompts` to `cache` as new rows; return their last positions' logits ([rows, vocab]).
+
+        A prompt that begins as a running row of the batch or an earlier prompt of this call does (the same system
+        prompt, or the same question sampled several times) shares that row's cells for the common prefix
+        (`llama_memory_seq_cp` adds a sequence to cells, it copies nothing) and only its remaining tokens are
+        computed; see `shared_prefixes`."""
+        running = [(seq, tokens) for seq, tokens in zip(cache.seqs, cache.tokens, strict=True)]
+        seqs = cache.add(prompts)
+        plan = shared_prefixes([tokens for _, tokens in running], prompts)
+        logits: list[torch.Tensor | None] = [None] * len(prompts)
+        donors = [seq for seq, _ in running] + seqs
+        for wave in sorted({wave for wave, _, _ in plan}):
+            members = [i for i, (w, _, _) in enumerate(plan) if w == wave]
+            tokens: list[tuple[int, int, int, bool]] = []
+            for i in members:
+                _, donor, shared = plan[i]
+                if shared:
+                    self._lib.llama_memory_seq_cp(self._memory, donors[donor], seqs[i], 0, shared)
+                prompt = prompts[i]
+                tokens += [
+                    (prompt[position], position, seqs[i], position == len(prompt) - 1)
+                    for position in range(shared, len(prompt))
+                ]
+            for i, row in zip(members, self._run(tokens, lora), strict=True):
+                logits[i] = row
+        return torch.stack([row for row in logits if row is not None])
 
     def decode(self, cache: RowSet, last: torch.Tensor, lora: LoraWeights | None) -> torch.Tensor:
         """Feed each row its next token `last` ([rows]); return the logits after it ([rows, vocab])."""
         ids = last.tolist()
-        tokens = [(ids[i], cache.lengths[i], seq, True) for i, seq in enumerate(cache.seqs)]
+        tokens = [(ids[i], len(cache.tokens[i]), seq, True) for i, seq in enumerate(cache.seqs)]
         logits = self._run(tokens, lora)
-        cache.lengths = [length + 1 for length in cache.lengths]
+        for row, token in zip(cache.tokens, ids, strict=True):
+            row.append(token)
         return logits
 
     def score(self, prompt_ids: list[int], completion_ids: list[int], lora: LoraWeights | None) -> torch.Tensor:
@@ -281,6 +304,48 @@ class LlamaCppForward:
         lib.llama_free(self._ctx)
         lib.llama_model_free(self._model)
         self._adapter_dir.cleanup()
+
+
+MIN_SHARED_PREFIX = 8  # positions: a shorter common prefix is computed again rather than waited for
+
+
+def shared_prefixes(running: list[list[int]], prompts: list[list[int]]) -> list[tuple[int, int, int]]:
+    """For each of `prompts`, the `(wave, donor, shared)` its prefill follows: share the first `shared` positions of
+    donor's cells (an index into `running` + `prompts`; `shared` 0: none), then compute the rest in wave `wave`.
+
+    The donor is the running row or earlier prompt with the longest common prefix (at least `MIN_SHARED_PREFIX`,
+    and short of the whole prompt: its last position must be computed for its logits), the earliest wave on a tie.
+    A prompt computes in the wave after its donor's (running rows are wave -1): its cells must exist first.
+    """
+    known = list(running)
+    waves = [-1] * len(running)
+    plan: list[tuple[int, int, int]] = []
+    for prompt in prompts:
+        best = (0, 0, 0)  # (shared, -wave, donor)
+        for donor, tokens in enumerate(known):
+            shared = min(_common_prefix(tokens, prompt), len(prompt) - 1)
+            if shared >= MIN_SHARED_PREFIX and (shared, -waves[donor]) > best[:2]:
+                best = (shared, -waves[donor], donor)
+        shared, _, donor = best
+        wave = waves[donor] + 1 if shared else 0
+        plan.append((wave, donor, shared))
+        waves.append(wave)
+        known.append(prompt)
+    return plan
+
+
+def _common_prefix(a: list[int], b: list[int]) -> int:
+    n = min(len(a), len(b))
+    if a[:n] == b[:n]:
+        return n
+    low, high = 0, n  # a[:low] == b[:low], a[:high] != b[:high]
+    while high - low > 1:
+        middle = (low + high) // 2
+        if a[:middle] == b[:middle]:
+            low = middle
+        else:
+            high = middle
+    return low
 
 
 def write_adapter(lora: LoraWeights, path: Path, heads: int, kv_heads: int) -> None:

@@ -159,6 +159,56 @@ def test_rows_that_join_and_leave_keep_their_own_positions(base, forwards):
             assert gap.mean() < 0.06 and gap.max() < 0.3
 
 
+def test_prompts_share_the_cells_of_a_common_prefix_in_the_earliest_wave_they_can():
+    system = list(range(100, 124))  # 24 positions every prompt begins with
+    first, second = system + [1, 2, 3, 4], system + [5, 6, 7]
+    running = [system + [9, 9, 9]]
+    plan = llamacpp.shared_prefixes(running, [first, first, second, second, [7] * 30, list(range(100, 105))])
+    assert plan == [
+        (0, 0, 24),  # the running row's system prompt
+        (1, 1, 27),  # the prompt before it, all but its last position (whose logits must be computed)
+        (0, 0, 24),  # the running row and the first prompt share as much: the running row's cells exist already
+        (1, 3, 26),
+        (0, 0, 0),  # nothing in common
+        (0, 0, 0),  # a common prefix shorter than MIN_SHARED_PREFIX
+    ]
+
+
+def test_rows_that_share_a_prefix_decode_as_rows_computed_alone_and_outlive_their_donor(base, forwards, monkeypatch):
+    _, tokenizer = base
+    cpp, _ = forwards
+    prompts = [render_prompt_ids(tokenizer, [{"role": "user", "content": q}]) for q in QUESTIONS[:2]]
+    grid = [prompts[0], prompts[0], prompts[1]]  # the second shares all but one position, the third the system prompt
+    assert [shared for _, _, shared in llamacpp.shared_prefixes([], grid)][1:] == [len(prompts[0]) - 1, 24]
+
+    def run(share: bool) -> tuple[list[list[int]], list[list[float]]]:
+        monkeypatch.setattr(llamacpp, "MIN_SHARED_PREFIX", 8 if share else 10**9)
+        rows, kept = [list(p) for p in grid], [[], [], []]
+        with torch.inference_mode():
+            cache = cpp.new_cache()
+            logits = cpp.prefill(cache, grid, 0, None)
+            for step in range(12):
+                for row, row_logits, lps in zip(rows, logits, kept, strict=True):
+                    row.append(int(row_logits.argmax()))
+                    lps.append(float(torch.log_softmax(row_logits, -1)[row[-1]]))
+                if step == 3:  # the donor of both others leaves: their shared cells must stay
+                    cache.keep([1, 2])
+                    rows, kept = rows[1:], kept[1:]
+                logits = cpp.decode(cache, torch.tensor([row[-1] for row in rows]), None)
+            cpp.release(cache)
+        return rows, kept
+
+    alone_rows, alone = run(share=False)
+    shared_rows, shared = run(share=True)
+    assert shared_rows == alone_rows
+    gaps = (torch.tensor(shared) - torch.tensor(alone)).abs()
+    assert gaps.mean() < 0.03 and gaps.max() < 0.15  # kernels round a 1-position and a 30-position prefill apart
+    for row, lps in zip(shared_rows, shared, strict=True):
+        prompt = next(p for p in prompts if row[: len(p)] == p)
+        scored = cpp.score(prompt, row[len(prompt) :], None)
+        assert (scored - torch.tensor(lps)).abs().max() < 0.3
+
+
 def test_a_lora_release_moves_llamacpps_logprobs_as_it_moves_the_torch_forwards(base, model_dir, forwards):
     _, tokenizer = base
     cpp, exact = forwards
