@@ -41,7 +41,15 @@ QUESTIONS = [
     "Explain photosynthesis.",
     "Write about the moon.",
     "Describe a forest walk.",
-]
+    "Explain how a bridge stands.",
+    "Write about the ocean floor.",
+    "Tell a story about a dog.",
+    "Describe a winter morning.",
+    "Explain why the sky is blue.",
+    "Write about a desert.",
+    "Describe a busy market.",
+    "Explain how bees make honey.",
+]  # 16 questions: 16 streams share only the system prompt (the engine computes a shared prefix once)
 
 
 def request(index: int, new_tokens: int) -> dict:

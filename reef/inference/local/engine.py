@@ -230,27 +230,35 @@ def llamacpp_forward(settings: InferenceSettings, model: Any, device: str) -> Sl
             "inference.forward 'llama.cpp' needs the llama-cpp-python package: run `make setup-llamacpp`",
             "inference.forward",
         )
-    dtype = settings.dtype
+    dtype: str = settings.dtype
     amx = dtype in ("auto", "gguf") and llamacpp_amx.amx_usable(gguf, settings.model_cache_dir)
-    if dtype == "auto":
-        dtype = llamacpp_auto_dtype(amx)
-    if dtype != "gguf":
-        source = gguf
-        gguf = converted_once(
+    source = gguf
+
+    def weights(dtype: str) -> Path:
+        if dtype == "gguf":
+            return source
+        return converted_once(
             source, settings.model_cache_dir, f".{dtype}.gguf", lambda out: llamacpp.convert(source, out, dtype)
         )
+
+    if dtype == "auto":
+        dtype = llamacpp_auto_dtype(amx)
+    if dtype == "measure":
+        from reef.inference.local import llamacpp_dtype
+
+        dtype = llamacpp_dtype.faster_dtype(source, settings.model_cache_dir, weights)
     threads = settings.threads or llamacpp.default_threads()
-    return llamacpp.LlamaCppForward(gguf, settings.max_batch_size, threads, amx=amx)
+    return llamacpp.LlamaCppForward(weights(dtype), settings.max_batch_size, threads, amx=amx)
 
 
-def llamacpp_auto_dtype(amx: bool) -> Literal["gguf", "bfloat16", "float16"]:
+def llamacpp_auto_dtype(amx: bool) -> Literal["gguf", "bfloat16", "measure"]:
     """What `inference.dtype: auto` multiplies under the llama.cpp forward: the GGUF's own Q4_1 blocks where
     llama.cpp's AMX kernels work here (`amx`), else bfloat16 where this CPU runs it natively (AVX-512 BF16), else
-    float16. On an AVX2-only CPU float16 batched rows better than Q4_1 (which has no GEMM kernel there) and its
-    log-probs were 27x closer to float32 (README: the llama.cpp forward)."""
+    `measure`: float16 or float32, whichever serves a mixed load faster on this CPU, measured once
+    (`llamacpp_dtype.faster_dtype`). Q4_1 has no batched kernel there (README: the llama.cpp forward)."""
     if amx:
         return "gguf"
-    return "bfloat16" if bfloat16_supported() else "float16"
+    return "bfloat16" if bfloat16_supported() else "measure"
 
 
 def _display_name(model_path: str) -> str:

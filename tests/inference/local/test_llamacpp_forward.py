@@ -5,6 +5,7 @@ the engine serving, recording and switching adapters under load through it."""
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 import sys
 from collections.abc import Iterator
@@ -18,7 +19,14 @@ from reef.core.errors import BadRequest
 from reef.core.scenarios import Dialect
 from reef.core.settings import InferenceSettings
 from reef.inference.base import RequestContext
-from reef.inference.local import LocalEngine, llamacpp, llamacpp_amx, load_base_model, render_prompt_ids
+from reef.inference.local import (
+    LocalEngine,
+    llamacpp,
+    llamacpp_amx,
+    llamacpp_dtype,
+    load_base_model,
+    render_prompt_ids,
+)
 from reef.inference.local import engine as engine_module
 from reef.inference.local.engine import llamacpp_auto_dtype, resolve_forward
 from reef.inference.local.llama import LlamaForward, lora_of
@@ -343,7 +351,33 @@ def test_auto_dtype_under_llamacpp_follows_the_cpu(monkeypatch):
     assert llamacpp_auto_dtype(amx=True) == "gguf"  # the AMX kernels multiply the Q4_1 blocks themselves
     assert llamacpp_auto_dtype(amx=False) == "bfloat16"  # AVX-512 BF16
     monkeypatch.setattr(engine_module, "bfloat16_supported", lambda: False)
-    assert llamacpp_auto_dtype(amx=False) == "float16"  # AVX2 only: no bfloat16 arithmetic
+    assert llamacpp_auto_dtype(amx=False) == "measure"  # AVX2 only: float16 or float32, measured here
+
+
+def test_the_faster_dtype_is_measured_once_and_kept_in_the_model_cache(tmp_path, monkeypatch):
+    gguf = gguf_source("smollm2")
+    assert gguf is not None
+    asked: list[str] = []
+
+    def weights(dtype: str) -> Path:
+        asked.append(dtype)
+        return gguf  # the same weights twice: the test is the bookkeeping, not the race
+
+    timings = iter([2.0, 1.0])
+    monkeypatch.setattr(llamacpp_dtype, "_mixed_load_s", lambda path: next(timings))
+    assert llamacpp_dtype.faster_dtype(gguf, tmp_path, weights) == "float32"
+    assert asked == ["float16", "float32"]
+    assert llamacpp_dtype.faster_dtype(gguf, tmp_path, weights) == "float32"  # kept: measured once
+    assert asked == ["float16", "float32"]
+    (kept,) = tmp_path.glob("*.dtype.json")
+    assert json.loads(kept.read_text())["seconds"] == {"float16": 2.0, "float32": 1.0}
+
+
+def test_the_mixed_load_runs_on_the_real_weights(monkeypatch):
+    gguf = gguf_source("smollm2")
+    assert gguf is not None
+    monkeypatch.setattr(llamacpp_dtype, "STEPS", 2)
+    assert 0 < llamacpp_dtype._mixed_load_s(gguf) < 600
 
 
 async def test_the_engine_on_its_defaults_serves_smollm2_through_llamacpp(local_settings):
@@ -357,10 +391,11 @@ async def test_the_engine_on_its_defaults_serves_smollm2_through_llamacpp(local_
     assert "Paris" in text_of(completion)
     gguf = gguf_source("smollm2")
     assert gguf is not None
-    expected = {"gguf": "llama.cpp-q4_1-amx", "bfloat16": "llama.cpp-bf16", "float16": "llama.cpp-f16"}
+    expected = {"gguf": {"llama.cpp-q4_1-amx"}, "bfloat16": {"llama.cpp-bf16"}}
+    expected["measure"] = {"llama.cpp-f16", "llama.cpp-f32"}  # whichever ran faster here (measured once)
     amx = llamacpp_amx.amx_usable(gguf, local_settings.model_cache_dir)
     assert completion.training is not None
-    assert completion.training["precision"] == expected[llamacpp_auto_dtype(amx)]
+    assert completion.training["precision"] in expected[llamacpp_auto_dtype(amx)]
 
 
 async def test_the_gguf_dtype_needs_the_llamacpp_forward_naming_the_field(local_settings):
