@@ -196,11 +196,10 @@ class LlamaCppForward:
         prompt, or the same question sampled several times) shares that row's cells for the common prefix
         (`llama_memory_seq_cp` adds a sequence to cells, it copies nothing) and only its remaining tokens are
         computed; see `shared_prefixes`."""
-        running = [(seq, tokens) for seq, tokens in zip(cache.seqs, cache.tokens, strict=True)]
-        seqs = cache.add(prompts)
-        plan = shared_prefixes([tokens for _, tokens in running], prompts)
-        logits: list[torch.Tensor | None] = [None] * len(prompts)
-        donors = [seq for seq, _ in running] + seqs
+        plan = shared_prefixes(cache.tokens, prompts)
+        donors = cache.seqs + cache.add(prompts)  # running rows, then the new ones: the indices `plan` names
+        seqs = donors[len(donors) - len(prompts) :]
+        logits: dict[int, torch.Tensor] = {}
         for wave in sorted({wave for wave, _, _ in plan}):
             members = [i for i, (w, _, _) in enumerate(plan) if w == wave]
             tokens: list[tuple[int, int, int, bool]] = []
@@ -213,9 +212,8 @@ class LlamaCppForward:
                     (prompt[position], position, seqs[i], position == len(prompt) - 1)
                     for position in range(shared, len(prompt))
                 ]
-            for i, row in zip(members, self._run(tokens, lora), strict=True):
-                logits[i] = row
-        return torch.stack([row for row in logits if row is not None])
+            logits.update(zip(members, self._run(tokens, lora), strict=True))
+        return torch.stack([logits[i] for i in range(len(prompts))])
 
     def decode(self, cache: RowSet, last: torch.Tensor, lora: LoraWeights | None) -> torch.Tensor:
         """Feed each row its next token `last` ([rows]); return the logits after it ([rows, vocab])."""

@@ -84,4 +84,5 @@ def _cpu() -> str:
         name, _, value = line.partition(":")
         fields.setdefault(name.strip(), value.strip())
     identity = (fields.get(name, "?") for name in ("model name", "cpu family", "model", "stepping"))
-    return " / ".join(identity) + f" x{text.count('processor')}"
+    processors = sum(line.startswith("processor") for line in text.splitlines())
+    return " / ".join(identity) + f" x{processors}"
