@@ -25,6 +25,7 @@ from reef.inference.local import (
     llamacpp_amx,
     llamacpp_dtype,
     load_base_model,
+    prefixes,
     render_prompt_ids,
 )
 from reef.inference.local import engine as engine_module
@@ -171,7 +172,7 @@ def test_prompts_share_the_cells_of_a_common_prefix_in_the_earliest_wave_they_ca
     system = list(range(100, 124))  # 24 positions every prompt begins with
     first, second = system + [1, 2, 3, 4], system + [5, 6, 7]
     running = [system + [9, 9, 9]]
-    plan = llamacpp.shared_prefixes(running, [first, first, second, second, [7] * 30, list(range(100, 105))])
+    plan = prefixes.shared_prefixes(running, [first, first, second, second, [7] * 30, list(range(100, 105))])
     assert plan == [
         (0, 0, 24),  # the running row's system prompt
         (1, 1, 27),  # the prompt before it, all but its last position (whose logits must be computed)
@@ -187,10 +188,10 @@ def test_rows_that_share_a_prefix_decode_as_rows_computed_alone_and_outlive_thei
     cpp, _ = forwards
     prompts = [render_prompt_ids(tokenizer, [{"role": "user", "content": q}]) for q in QUESTIONS[:2]]
     grid = [prompts[0], prompts[0], prompts[1]]  # the second shares all but one position, the third the system prompt
-    assert [shared for _, _, shared in llamacpp.shared_prefixes([], grid)][1:] == [len(prompts[0]) - 1, 24]
+    assert [shared for _, _, shared in prefixes.shared_prefixes([], grid)][1:] == [len(prompts[0]) - 1, 24]
 
     def run(share: bool) -> tuple[list[list[int]], list[list[float]]]:
-        monkeypatch.setattr(llamacpp, "MIN_SHARED_PREFIX", 8 if share else 10**9)
+        monkeypatch.setattr(prefixes, "MIN_SHARED_PREFIX", 8 if share else 10**9)
         rows, kept = [list(p) for p in grid], [[], [], []]
         with torch.inference_mode():
             cache = cpp.new_cache()
