@@ -29,10 +29,8 @@ def amx_usable(gguf: Path, cache_dir: Path) -> bool:
     once per build of the library."""
     if "amx_int8" not in _cpu_flags():
         return False
-    import llama_cpp
-
-    libraries = sorted((Path(llama_cpp.__file__).parent / "lib").glob("libggml-cpu*"))
-    if not libraries:
+    library = cpu_library()
+    if library is None:
         return False
 
     def probe(out: Path) -> None:
@@ -48,7 +46,7 @@ def amx_usable(gguf: Path, cache_dir: Path) -> bool:
                 result = {"usable": False, "reason": f"the probe exited with {child.returncode}"}
         out.write_text(json.dumps(result))
 
-    answer = json.loads(converted_once(libraries[0], cache_dir, f".{gguf.stem}.amx.json", probe).read_text())
+    answer = json.loads(converted_once(library, cache_dir, f".{gguf.stem}.amx.json", probe).read_text())
     if not answer["usable"]:
         log.warning(
             "llama.cpp's AMX kernels are not used (%s): `make setup-llamacpp` builds llama-cpp-python with them fixed",
@@ -81,13 +79,30 @@ def _probe_amx(gguf: Path) -> dict[str, Any]:
     return {"usable": gap < 0.25, "reason": f"mean log-prob gap at the top tokens {gap:.3f} (usable under 0.25)"}
 
 
+def cpu_library() -> Path | None:
+    """llama.cpp's CPU backend library as this build installed it (what a per-build answer is keyed on), or None."""
+    import llama_cpp
+
+    libraries = sorted((Path(llama_cpp.__file__).parent / "lib").glob("libggml-cpu*"))
+    return libraries[0] if libraries else None
+
+
 def _cpu_flags() -> set[str]:
+    return set(cpu_info().get("flags", "").split())
+
+
+def cpu_info() -> dict[str, str]:
+    """The first processor's fields in `/proc/cpuinfo` (`flags`, `model name`, ...), and `processors`: how many."""
     try:
         text = Path("/proc/cpuinfo").read_text()
     except OSError:
-        return set()
-    line = next((line for line in text.splitlines() if line.startswith("flags")), "")
-    return set(line.partition(":")[2].split())
+        return {}
+    fields: dict[str, str] = {}
+    for line in text.splitlines():
+        name, _, value = line.partition(":")
+        fields.setdefault(name.strip(), value.strip())
+    fields["processors"] = str(sum(line.startswith("processor") for line in text.splitlines()))
+    return fields
 
 
 if __name__ == "__main__":  # `python -m reef.inference.local.llamacpp_amx --probe-amx GGUF`: amx_usable's child

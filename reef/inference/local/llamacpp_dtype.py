@@ -18,6 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from reef.inference.local.llamacpp import LlamaCppForward, default_threads
+from reef.inference.local.llamacpp_amx import cpu_info, cpu_library
 from reef.inference.local.model_files import converted_once
 
 log = logging.getLogger(__name__)
@@ -30,17 +31,15 @@ def faster_dtype(gguf: Path, cache_dir: Path, weights: Callable[[str], Path]) ->
     """Of `CANDIDATES`, the weights (`weights(dtype)`: their GGUF file, converted once) that serve a mixed load
     faster here: `PROMPTS` prompts prefilled, `STEPS` decode steps of all those rows, then `STEPS` of one row; best of
     two runs each. The answer is kept in `cache_dir`, once per build of the library, CPU model and model file."""
-    import llama_cpp
-
-    libraries = sorted((Path(llama_cpp.__file__).parent / "lib").glob("libggml-cpu*"))
     key = hashlib.sha256(f"{gguf.resolve()}:{gguf.stat().st_size}:{_cpu()}".encode()).hexdigest()[:12]
 
     def measure(out: Path) -> None:
         timings = {dtype: _mixed_load_s(weights(dtype)) for dtype in CANDIDATES}
         out.write_text(json.dumps({"cpu": _cpu(), "seconds": timings, "dtype": min(timings, key=timings.__getitem__)}))
 
-    source = libraries[0] if libraries else gguf
-    answer = json.loads(converted_once(source, cache_dir, f".{gguf.stem}-{key}.dtype.json", measure).read_text())
+    answer = json.loads(
+        converted_once(cpu_library() or gguf, cache_dir, f".{gguf.stem}-{key}.dtype.json", measure).read_text()
+    )
     seconds = answer["seconds"]
     log.info(
         "llama.cpp serves %s here (a mixed load of prefill and decode: %s; measured once, kept in the model cache)",
@@ -74,14 +73,8 @@ def _mixed_load_s(gguf: Path) -> float:
 
 
 def _cpu() -> str:
-    try:
-        text = Path("/proc/cpuinfo").read_text()
-    except OSError:
+    info = cpu_info()
+    if not info:
         return platform.processor() or platform.machine()
-    fields: dict[str, str] = {}
-    for line in text.splitlines():
-        name, _, value = line.partition(":")
-        fields.setdefault(name.strip(), value.strip())
-    identity = (fields.get(name, "?") for name in ("model name", "cpu family", "model", "stepping"))
-    processors = sum(line.startswith("processor") for line in text.splitlines())
-    return " / ".join(identity) + f" x{processors}"
+    identity = (info.get(name, "?") for name in ("model name", "cpu family", "model", "stepping"))
+    return " / ".join(identity) + f" x{info['processors']}"
