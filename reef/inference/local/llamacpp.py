@@ -101,10 +101,6 @@ class RowSet:
     def rows(self) -> int:
         return len(self.seqs)
 
-    @property
-    def lengths(self) -> list[int]:
-        return [len(tokens) for tokens in self.tokens]
-
     def add(self, prompts: list[list[int]]) -> list[int]:
         """New rows holding `prompts` (written by the prefill that follows); returns their sequences."""
         seqs = [self._forward.take_sequence() for _ in prompts]
