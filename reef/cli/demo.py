@@ -22,7 +22,7 @@ from rich.console import Console
 
 from reef.cli.demo_distillation import TEACHER_SCENARIO, gap_closed, teacher_kl_figures
 from reef.cli.demo_phases import two_phases
-from reef.cli.demo_recipes import PROFILES, RecipeProfile, demo_profile, recipe_config_flag
+from reef.cli.demo_recipes import PROFILES, RecipeProfile, demo_profile, recipe_config_flag, serve_flags_flag
 from reef.cli.demo_result import DemoRun, finish
 from reef.cli.demo_rounds import MEASURE_MAX_TOKENS, run_rounds
 from reef.cli.demo_server import ReefServer, ServerFailed, free_port, serve_command, unwind_on_sigterm
@@ -67,6 +67,14 @@ def add_demo_command(subparsers: Any) -> None:
     )
     parser.add_argument(
         "--teacher-rounds", type=int, default=8, help="opd: sft rounds that train the teacher first (default 8)"
+    )
+    parser.add_argument(
+        "--serve-flags",
+        type=serve_flags_flag,
+        default=[],
+        metavar="FLAGS",
+        help="more `reef serve` flags after the demo's own (a later flag wins), e.g. "
+        "--serve-flags='--inference.dtype float32 --training.compute-dtype float32' to measure another precision",
     )
     parser.set_defaults(handler=run_demo)
 
@@ -135,7 +143,7 @@ def _serve(
     url = f"http://127.0.0.1:{port}"
     tasks_path = state_dir / f"validation-{profile.recipe}.jsonl"
     _write_jsonl(tasks_path, [t.to_evaluation_row(profile.grading) for t in validation])
-    flags = profile.serve_flags(args.learning_rate, args.epochs)
+    flags = [*profile.serve_flags(args.learning_rate, args.epochs), *args.serve_flags]
     command = serve_command(profile.recipe, port, state_dir, tasks_path, profile.batch_size, flags)
     run.settings = {
         "rounds": args.rounds,

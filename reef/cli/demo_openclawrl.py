@@ -57,6 +57,7 @@ def run_openclawrl_demo(args: argparse.Namespace) -> int:
     url = f"http://127.0.0.1:{port}"
     # The gate must see answers long enough to run past the word limit.
     flags = [*profile.serve_flags(args.learning_rate, args.epochs), "--evaluation.max-new-tokens", "32"]
+    flags += args.serve_flags
     command = serve_command("openclawrl", port, state_dir, tasks_path, profile.batch_size, flags)
     run.settings = {
         "rounds": args.rounds,

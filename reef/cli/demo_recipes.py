@@ -6,8 +6,10 @@ import argparse
 import dataclasses
 import json
 import os
+import shlex
 from typing import Any
 
+from reef.cli.config import ConfigError, load_settings, parse_overrides
 from reef.cli.demo_api import Answer
 from reef.cli.demo_distillation import TEACHER_SCENARIO
 from reef.cli.demo_tasks import is_exact, partial_credit
@@ -160,6 +162,17 @@ def recipe_config_flag(text: str) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise argparse.ArgumentTypeError(f'a JSON object is needed, e.g. \'{{"teacher": "ema"}}\', not {text!r}')
     return value
+
+
+def serve_flags_flag(text: str) -> list[str]:
+    """`--serve-flags`' value: `reef serve` settings flags, split as a shell splits them and checked as `reef serve`
+    would check them (argparse reports a bad one as an error naming the flag, before anything starts)."""
+    try:
+        flags = shlex.split(text)
+        load_settings(None, parse_overrides(flags), environ={})
+    except (ValueError, ConfigError) as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return flags
 
 
 def demo_profile(recipe: str, overrides: dict[str, Any] | None) -> RecipeProfile:

@@ -175,3 +175,34 @@ def test_a_recipe_config_that_is_not_a_json_object_is_refused_naming_the_flag(
         build_parser().parse_args(["demo", "--recipe", "sdft", "--recipe-config", text])
     assert exit_info.value.code == 2
     assert "--recipe-config" in capsys.readouterr().err
+
+
+def test_serve_flags_from_the_command_line_follow_the_demo_flags_so_they_win(tmp_path: Path) -> None:
+    from reef.cli.main import build_parser
+
+    args = build_parser().parse_args(
+        ["demo", "--recipe", "sdpo", "--serve-flags=--inference.dtype float32 --training.compute-dtype float32"]
+    )
+    assert args.serve_flags == ["--inference.dtype", "float32", "--training.compute-dtype", "float32"]
+    flags = [*PROFILES["sdpo"].serve_flags(), "--training.epochs", "3", *args.serve_flags]
+    command = serve_command("sdpo", free_port(), tmp_path, tmp_path / "v.jsonl", 16, flags)
+    settings, _ = load_settings(None, parse_overrides(command[4:]), environ={})
+    assert settings.inference.dtype == "float32" and settings.training.compute_dtype == "float32"
+    assert settings.training.epochs == 3  # the later of two values
+
+
+@pytest.mark.parametrize(
+    ("text", "named"),
+    [("--inference.dtyp float32", "inference.dtyp"), ("--training.compute-dtype float16", "compute_dtype"),
+     ("--inference.dtype 'float32", "quotation"), ("port 1", "unexpected argument")],
+)  # fmt: skip
+def test_a_serve_flag_reef_serve_would_refuse_is_refused_before_anything_starts(
+    text: str, named: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from reef.cli.main import build_parser
+
+    with pytest.raises(SystemExit) as exit_info:
+        build_parser().parse_args(["demo", f"--serve-flags={text}"])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert "--serve-flags" in err and named in err

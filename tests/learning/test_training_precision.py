@@ -166,3 +166,41 @@ def test_a_few_bfloat16_steps_follow_the_fp32_full_logits_path(base_model_path: 
     trained_move = torch.cat([(trained[name] - initial[name]).flatten() for name in sorted(initial)])
     assert torch.nn.functional.cosine_similarity(trained_move, reference_move, dim=0) > 0.9
     assert (trained_move.norm() / reference_move.norm() - 1).abs() < 0.1
+
+
+@pytest.mark.model
+def test_completion_logits_project_only_the_completion_positions_with_the_full_logits_values(base_model_path: Path):
+    """The teacher and student passes of distillation (`completion_logits`) against each row's own full-logits
+    forward: the same logits with the adapter on and off, and the same adapter gradient."""
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from reef.learning.training.teacher import completion_logits
+
+    tokenizer = AutoTokenizer.from_pretrained(base_model_path)
+    config = LoraConfig(r=8, target_modules=["q_proj", "v_proj"], init_lora_weights=False, task_type="CAUSAL_LM")
+    model = get_peft_model(AutoModelForCausalLM.from_pretrained(base_model_path, dtype=torch.float32), config)
+    rows = [(s["prompt_ids"], s["completion_ids"]) for s in demonstrations(tokenizer)]
+
+    def full_logits() -> list[torch.Tensor]:
+        return [model(input_ids=torch.tensor([p + c])).logits[0, len(p) - 1 : len(p) - 1 + len(c)] for p, c in rows]
+
+    def loss(logits: list[torch.Tensor]) -> torch.Tensor:
+        return sum(torch.log_softmax(row, -1).max(-1).values.sum() for row in logits)
+
+    got, mask = completion_logits(model, rows, tokenizer.pad_token_id, "cpu")
+    expected = full_logits()
+    for row, (_, completion) in enumerate(rows):
+        assert mask[row].sum() == len(completion)
+        torch.testing.assert_close(got[row, : len(completion)], expected[row], atol=1e-4, rtol=1e-4)
+    lora_b = next(p for name, p in model.named_parameters() if "lora_B" in name)
+    (grad_full,) = torch.autograd.grad(loss(expected), lora_b)
+    (grad_got,) = torch.autograd.grad(loss([got[r, : len(c)] for r, (_, c) in enumerate(rows)]), lora_b)
+    torch.testing.assert_close(grad_got, grad_full, atol=1e-4, rtol=1e-3)
+    assert grad_full.abs().max() > 0
+    with torch.no_grad(), model.disable_adapter():
+        base, _ = completion_logits(model, rows, tokenizer.pad_token_id, "cpu")
+        base_expected = full_logits()
+    for row, (_, completion) in enumerate(rows):
+        assert not torch.allclose(base[row, : len(completion)], got[row, : len(completion)], atol=1e-2)
+        torch.testing.assert_close(base[row, : len(completion)], base_expected[row], atol=1e-4, rtol=1e-4)

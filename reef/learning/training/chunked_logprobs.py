@@ -117,17 +117,28 @@ def completion_logprobs(model: Any, batch: dict[str, torch.Tensor], compute_dtyp
 
     Models whose head is not a plain bias-free projection (a LoRA on `lm_head`, soft-capped logits) take the
     full-logits path instead."""
-    causal_lm = model.get_base_model() if hasattr(model, "get_base_model") else model
-    head = causal_lm.get_output_embeddings()
-    if type(head) is not torch.nn.Linear or head.bias is not None or _caps_logits(causal_lm.config):
+    parts = body_and_head(model)
+    if parts is None:
         return token_logprobs(model, batch) * batch["mask"]
-    hidden = causal_lm.get_decoder()(
-        input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]
-    ).last_hidden_state
+    body, head = parts
+    hidden = body(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).last_hidden_state
     positions = batch["mask"].nonzero(as_tuple=True)
     targets = batch["input_ids"][:, 1:][positions]
     chosen = chunked_token_logprobs(hidden[:, :-1][positions], head.weight, targets, compute_dtype)
     return torch.zeros(batch["mask"].shape, dtype=chosen.dtype, device=chosen.device).index_put(positions, chosen)
+
+
+def body_and_head(model: Any) -> tuple[Any, torch.nn.Linear] | None:
+    """(the model's decoder, its output projection) where the logits are that plain bias-free projection of the
+    decoder's last hidden state, so a caller may project only the positions it reads; None for any other head
+    (a LoRA on `lm_head`, soft-capped or scaled logits, a model that is not a transformers causal LM)."""
+    causal_lm = model.get_base_model() if hasattr(model, "get_base_model") else model
+    if not hasattr(causal_lm, "get_output_embeddings") or not hasattr(causal_lm, "get_decoder"):
+        return None
+    head = causal_lm.get_output_embeddings()
+    if type(head) is not torch.nn.Linear or head.bias is not None or _caps_logits(causal_lm.config):
+        return None
+    return causal_lm.get_decoder(), head
 
 
 class _Buffer:

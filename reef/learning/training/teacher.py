@@ -21,6 +21,7 @@ from typing import Any
 
 import torch
 
+from reef.learning.training.chunked_logprobs import body_and_head
 from reef.learning.training.teacher_spec import EMA_DIR
 
 Rows = list[tuple[list[int], list[int]]]  # (prompt ids, completion ids) per sample
@@ -30,6 +31,9 @@ def completion_logits(model: Any, rows: Rows, pad_id: int, device: str) -> tuple
     """(logits `[B, C, V]` at the completion positions, mask `[B, C]`), C the longest completion; one forward pass.
 
     Row b, position j holds the logits that predict completion token j of row b (read at sequence index p_b − 1 + j).
+    Where the head allows (`body_and_head`), only those positions go through the output projection: a teacher's
+    prompt carries its context block, so most positions are prompt, and the full `[B, L, V]` logits (and, for the
+    student, their gradient) cost more than the rest of the head's work.
     """
     length = max(len(prompt) + len(completion) for prompt, completion in rows)
     width = max(len(completion) for _, completion in rows)
@@ -43,9 +47,14 @@ def completion_logits(model: Any, rows: Rows, pad_id: int, device: str) -> tuple
         attention_mask[row, : len(tokens)] = 1
         index[row, : len(completion)] = torch.arange(len(prompt) - 1, len(tokens) - 1)
         mask[row, : len(completion)] = 1
-    logits = model(input_ids=input_ids.to(device), attention_mask=attention_mask.to(device)).logits
-    gathered = logits.gather(1, index.to(device).unsqueeze(-1).expand(-1, -1, logits.shape[-1]))
-    return gathered.float(), mask.to(device)
+    input_ids, attention_mask, index = input_ids.to(device), attention_mask.to(device), index.to(device)
+    parts = body_and_head(model)
+    if parts is None:
+        logits = model(input_ids=input_ids, attention_mask=attention_mask).logits
+        return logits.gather(1, index.unsqueeze(-1).expand(-1, -1, logits.shape[-1])).float(), mask.to(device)
+    body, head = parts
+    hidden = body(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+    return head(hidden.gather(1, index.unsqueeze(-1).expand(-1, -1, hidden.shape[-1]))).float(), mask.to(device)
 
 
 class Teacher(abc.ABC):
