@@ -22,7 +22,14 @@ from rich.console import Console
 
 from reef.cli.demo_distillation import TEACHER_SCENARIO, gap_closed, teacher_kl_figures
 from reef.cli.demo_phases import two_phases
-from reef.cli.demo_recipes import PROFILES, RecipeProfile, demo_profile, recipe_config_flag, serve_flags_flag
+from reef.cli.demo_recipes import (
+    PROFILES,
+    RecipeProfile,
+    demo_profile,
+    recipe_config_flag,
+    serve_flags_flag,
+    task_count_flag,
+)
 from reef.cli.demo_result import DemoRun, finish
 from reef.cli.demo_rounds import MEASURE_MAX_TOKENS, run_rounds
 from reef.cli.demo_server import ReefServer, ServerFailed, free_port, serve_command, unwind_on_sigterm
@@ -57,6 +64,14 @@ def add_demo_command(subparsers: Any) -> None:
     parser.add_argument("--learning-rate", type=float, help="override the recipe's training learning rate")
     parser.add_argument("--epochs", type=int, help="override the recipe's epochs per batch")
     parser.add_argument("--seed", type=int, default=0, help="task generation seed")
+    parser.add_argument(
+        "--validation-tasks",
+        type=task_count_flag,
+        default=VALIDATION_TASKS,
+        metavar="N",
+        help=f"the learner's gate tasks, cycling through the families (default {VALIDATION_TASKS}: two per family; "
+        "not openclawrl, whose gate questions are fixed)",
+    )
     parser.add_argument("--single-phase", action="store_true", help="sdft: one phase on every family instead of two")
     parser.add_argument("--compare", choices=["sft"], help="sdft: run the same stream with sft too")
     parser.add_argument(
@@ -92,7 +107,7 @@ def run_demo(args: argparse.Namespace) -> int:
     state_dir = args.state_dir or Path(tempfile.mkdtemp(prefix="reef-demo-"))
     state_dir.mkdir(parents=True, exist_ok=True)
     port = args.port or free_port()
-    validation = generate("validation", VALIDATION_TASKS, seed=args.seed)
+    validation = generate("validation", args.validation_tasks, seed=args.seed)
     test = generate("test", TEST_TASKS, seed=args.seed)
     _write_jsonl(state_dir / "test.jsonl", [t.to_evaluation_row() for t in test])
     run = DemoRun(recipe=profile.recipe, metric=profile.grading)

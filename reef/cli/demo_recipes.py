@@ -176,6 +176,17 @@ def serve_flags_flag(text: str) -> list[str]:
     return flags
 
 
+def task_count_flag(text: str) -> int:
+    """`--validation-tasks`' value: a whole number from 1 to 200."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"a whole number is needed, not {text!r}") from None
+    if not 1 <= value <= 200:
+        raise argparse.ArgumentTypeError(f"from 1 to 200 tasks, not {value}")
+    return value
+
+
 def demo_profile(recipe: str, overrides: dict[str, Any] | None) -> RecipeProfile:
     """`recipe`'s profile, its `recipe_config` updated key by key from `--recipe-config` (None: unchanged)."""
     profile = PROFILES[recipe]

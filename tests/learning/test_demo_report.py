@@ -206,3 +206,16 @@ def test_a_serve_flag_reef_serve_would_refuse_is_refused_before_anything_starts(
     assert exit_info.value.code == 2
     err = capsys.readouterr().err
     assert "--serve-flags" in err and named in err
+
+
+def test_the_gate_task_count_is_a_flag_and_a_count_outside_1_to_200_is_refused_naming_it(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from reef.cli.main import build_parser
+
+    assert build_parser().parse_args(["demo"]).validation_tasks == 14
+    assert build_parser().parse_args(["demo", "--validation-tasks", "28"]).validation_tasks == 28
+    for text in ("0", "201", "x"):
+        with pytest.raises(SystemExit):
+            build_parser().parse_args(["demo", "--validation-tasks", text])
+        assert "--validation-tasks" in capsys.readouterr().err
