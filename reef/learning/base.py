@@ -145,13 +145,20 @@ def significantly_worse(candidate: Sequence[float], current: Sequence[float]) ->
     unpaired or empty vectors count as worse."""
     if not candidate or len(candidate) != len(current):
         return True
+    mean, error = paired_mean_and_error(candidate, current)
+    # The tolerance keeps an exact one-standard-error loss (one task of n lost, none won) a tie despite rounding.
+    return mean < -error - 1e-9
+
+
+def paired_mean_and_error(candidate: Sequence[float], current: Sequence[float]) -> tuple[float, float]:
+    """The mean of the paired differences d = candidate − current and its standard error se(d) = sd(d)/√n (0 for
+    a single pair); the vectors must be paired and non-empty."""
     differences = [c - k for c, k in zip(candidate, current, strict=True)]
     mean = sum(differences) / len(differences)
     if len(differences) == 1:
-        return mean < 0
+        return mean, 0.0
     variance = sum((d - mean) ** 2 for d in differences) / (len(differences) - 1)
-    # The tolerance keeps an exact one-standard-error loss (one task of n lost, none won) a tie despite rounding.
-    return mean < -math.sqrt(variance / len(differences)) - 1e-9
+    return mean, math.sqrt(variance / len(differences))
 
 
 class Recipe(abc.ABC):

@@ -6,7 +6,13 @@ import pytest
 
 from reef.core.errors import BadRequest
 from reef.core.settings import EvaluationSettings, Settings
-from reef.learning.evaluation import Always, MeanImprovement, ScoreComparison, load_selector
+from reef.learning.evaluation import (
+    Always,
+    MeanImprovement,
+    ScoreComparison,
+    SignificantMeanImprovement,
+    load_selector,
+)
 from tests.fakes.evaluation import NeverSelector
 
 
@@ -28,6 +34,22 @@ def test_mean_must_be_strictly_better():
     assert not MeanImprovement().accept([], [])[0]
 
 
+def test_significant_mean_publishes_only_a_gain_beyond_the_gates_noise():
+    significant = SignificantMeanImprovement()
+    one_task_won = ([1.0] + [0.0] * 13, [0.0] * 14)
+    assert MeanImprovement().accept(*one_task_won)[0]
+    accepted, reason = significant.accept(*one_task_won)  # one task of 14 won: within one standard error, a tie
+    assert not accepted and reason == "paired gain +0.0714 - margin 0 <= one standard error 0.0714 over 14 tasks"
+    assert not significant.lost(*one_task_won)  # so it stays the lineage's tip
+    assert significant.accept([1.0, 1.0] + [0.0] * 12, [0.0] * 14)[0]
+    assert significant.accept([0.8, 0.6, 0.6] + [0.2] * 11, [0.2] * 14)[0]  # partial credit, spread over tasks
+    assert not significant.accept([1.0, 1.0, 0.0] + [0.0] * 11, [0.0, 0.0, 1.0] + [0.0] * 11)[0]  # won 2, lost 1
+    assert not SignificantMeanImprovement(margin=0.2).accept([1.0, 1.0] + [0.0] * 12, [0.0] * 14)[0]
+    assert not significant.accept([], [])[0]
+    with pytest.raises(ValueError):
+        significant.accept([1.0], [1.0, 0.0])
+
+
 def test_always_accepts_even_without_scores():
     assert Always().accept([], []) == (True, "policy always accepts")
 
@@ -42,6 +64,8 @@ def test_policies_are_loaded_by_name_or_dotted_class():
     mean = load_selector("mean", settings("mean", margin=0.1))
     assert isinstance(mean, MeanImprovement) and mean.margin == 0.1
     assert isinstance(load_selector("score_comparison", settings("score_comparison")), ScoreComparison)
+    significant = load_selector("significant_mean", settings("significant_mean", margin=0.05))
+    assert isinstance(significant, SignificantMeanImprovement) and significant.margin == 0.05
     dotted = "tests.fakes.evaluation:NeverSelector"
     assert isinstance(load_selector(dotted, settings(dotted)), NeverSelector)
     assert isinstance(load_selector(dotted.replace(":", "."), settings(dotted)), NeverSelector)

@@ -1,6 +1,7 @@
 """Selection policies: does a candidate replace the serving release, given paired per-task scores?
 
-`score_comparison` (wins − losses > margin), `mean` (mean improves by more than margin), `always`, `floor`
+`score_comparison` (wins − losses > margin), `mean` (mean improves by more than margin), `significant_mean` (by
+more than margin plus one standard error of the paired differences), `always`, `floor`
 (publish unless the candidate's mean is below `evaluation.floor_score`: user-directed harness steps), or a
 dotted `package.module:Class` implementing `Selector`.
 """
@@ -14,7 +15,7 @@ from typing import Any
 
 from reef.core.errors import BadRequest
 from reef.core.settings import Settings
-from reef.learning.base import Selector
+from reef.learning.base import Selector, paired_mean_and_error
 from reef.learning.evaluation.scores import wins_and_losses
 
 
@@ -57,6 +58,31 @@ class MeanImprovement(Selector):
         )
 
 
+class SignificantMeanImprovement(Selector):
+    """Accept when the paired differences d = candidate − current average more than one standard error above
+    `margin`: mean(d) − margin > se(d). The mirror of the tie rule (`Selector.lost`), so a gain within the gate's
+    own noise is a tie, kept as the lineage's tip and trained on, rather than published. Each step tries a new
+    candidate on the same tasks, and under `mean` the ones that win a task or two by chance get published too;
+    with partial credit on few tasks that publishes regressions as well as gains. Not for recipes that sample
+    from the serving release (`sdpo`, `rl`): what is kept but not served never reaches their data, and the `sdpo`
+    demo learnt less with it (README)."""
+
+    def __init__(self, margin: float = 0.0) -> None:
+        self.margin = margin
+
+    def accept(self, candidate: Sequence[float], current: Sequence[float]) -> tuple[bool, str]:
+        _check_paired(candidate, current)
+        if not candidate:
+            return False, "no scores to compare"
+        gain, error = paired_mean_and_error(candidate, current)
+        accepted = gain - self.margin > error + 1e-9  # an exact one-standard-error gain (one task won) is a tie
+        relation = ">" if accepted else "<="
+        return accepted, (
+            f"paired gain {gain:+.4f} - margin {self.margin:g} {relation} one standard error {error:.4f} "
+            f"over {len(candidate)} tasks"
+        )
+
+
 class Always(Selector):
     """Accept every candidate (useful for demos and for recipes that guard themselves)."""
 
@@ -84,7 +110,13 @@ class Floor(Selector):
         return True  # a directed candidate below the floor is dropped, never kept as a lineage tip
 
 
-BUILTIN_POLICIES = {"score_comparison": ScoreComparison, "mean": MeanImprovement, "always": Always, "floor": Floor}
+BUILTIN_POLICIES = {
+    "score_comparison": ScoreComparison,
+    "mean": MeanImprovement,
+    "significant_mean": SignificantMeanImprovement,
+    "always": Always,
+    "floor": Floor,
+}
 
 
 def load_selector(policy: str, settings: Settings) -> Selector:
