@@ -58,7 +58,7 @@ class MeanImprovement(Selector):
         )
 
 
-class SignificantMeanImprovement(Selector):
+class SignificantMeanImprovement(MeanImprovement):
     """Accept when the paired differences d = candidate − current average more than one standard error above
     `margin`: mean(d) − margin > se(d). The mirror of the tie rule (`Selector.lost`), so a gain within the gate's
     own noise is a tie, kept as the lineage's tip and trained on, rather than published. Each step tries a new
@@ -66,9 +66,6 @@ class SignificantMeanImprovement(Selector):
     with partial credit on few tasks that publishes regressions as well as gains. Not for recipes that sample
     from the serving release (`sdpo`, `rl`): what is kept but not served never reaches their data, and the `sdpo`
     demo learnt less with it (README)."""
-
-    def __init__(self, margin: float = 0.0) -> None:
-        self.margin = margin
 
     def accept(self, candidate: Sequence[float], current: Sequence[float]) -> tuple[bool, str]:
         _check_paired(candidate, current)
