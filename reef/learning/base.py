@@ -5,6 +5,7 @@ from __future__ import annotations
 import abc
 import dataclasses
 import math
+import statistics
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, Literal
@@ -154,11 +155,10 @@ def paired_mean_and_error(candidate: Sequence[float], current: Sequence[float]) 
     """The mean of the paired differences d = candidate − current and its standard error se(d) = sd(d)/√n (0 for
     a single pair); the vectors must be paired and non-empty."""
     differences = [c - k for c, k in zip(candidate, current, strict=True)]
-    mean = sum(differences) / len(differences)
+    mean = statistics.fmean(differences)
     if len(differences) == 1:
         return mean, 0.0
-    variance = sum((d - mean) ** 2 for d in differences) / (len(differences) - 1)
-    return mean, math.sqrt(variance / len(differences))
+    return mean, statistics.stdev(differences, mean) / math.sqrt(len(differences))
 
 
 class Recipe(abc.ABC):
