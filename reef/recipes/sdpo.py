@@ -5,7 +5,8 @@ its `score` and `metadata.{step, group, rollout}`. The processor waits for the c
 whose attempts were served by more than one release is discarded (a skipped commit says why: its attempts are
 not samples of one policy). For each attempt, the teacher's context is the answer of the first *other* attempt of
 its group (by `rollout`) whose score ≥ `success_threshold`, plus the report's `feedback` text if any (environment
-feedback). An attempt with neither has weight 0: it is left out of the step rather than carried as zeros, so it
+feedback). With `self_demonstration: true` a successful attempt with no successful sibling is shown its own answer
+(so a group's lone success is trained toward, not left out; off by default). An attempt with neither has weight 0: it is left out of the step rather than carried as zeros, so it
 neither costs a forward pass nor dilutes the mean below (with SmolLM2 on the demo's tasks about four attempts in
 five have no successful sibling); a grid where every attempt has weight 0 is discarded like one that spans
 releases. The score only selects demonstrations: it never enters the loss, which is
@@ -23,6 +24,7 @@ from typing import Any, ClassVar
 
 from reef.core.errors import BadRequest
 from reef.core.records import Record
+from reef.core.settings import Settings
 from reef.learning.report_schema import report_schema
 from reef.recipes.distillation import DistillationRecipe, text_field
 from reef.recipes.reports import ReportJoiningProcessor, Rollout
@@ -40,12 +42,14 @@ class Attempt:
     feedback: str | None
 
 
-def teacher_context(attempts: list[Attempt], index: int, threshold: float) -> str | None:
-    """The context for `attempts[index]`: the first other successful attempt's answer, then its feedback; or None."""
-    demonstration = next(
-        (a.rollout.answer for i, a in enumerate(attempts) if i != index and a.score >= threshold and a.rollout.answer),
-        None,
-    )
+def teacher_context(attempts: list[Attempt], index: int, threshold: float, own: bool = False) -> str | None:
+    """The context for `attempts[index]`: the first other successful attempt's answer, then its feedback; or None.
+
+    With `own`, an attempt that succeeded and has no successful sibling is its own demonstration."""
+    successes = [i for i, a in enumerate(attempts) if a.score >= threshold and a.rollout.answer]
+    others = [i for i in successes if i != index]
+    chosen = others[0] if others else (index if own and index in successes else None)
+    demonstration = attempts[chosen].rollout.answer if chosen is not None else None
     feedback = attempts[index].feedback
     parts = [demonstration] if demonstration else []
     if feedback:
@@ -62,6 +66,7 @@ class SDPOProcessor(ReportJoiningProcessor):
         config = recipe.config()
         self.groups, self.rollouts = int(config["groups"]), int(config["rollouts"])
         self.threshold = float(config["success_threshold"])
+        self.own = bool(config["self_demonstration"])
         self._grids: dict[str, dict[tuple[str, int], Attempt]] = {}
         self._discarded: list[tuple[str, list[str]]] = []
 
@@ -93,7 +98,7 @@ class SDPOProcessor(ReportJoiningProcessor):
         for group in dict.fromkeys(group for group, _ in grid):
             attempts = [grid[key] for key in sorted(k for k in grid if k[0] == group)]
             for index, attempt in enumerate(attempts):
-                context = teacher_context(attempts, index, self.threshold)
+                context = teacher_context(attempts, index, self.threshold, self.own)
                 if context is not None:
                     teacher = self.recipe.teacher_messages(attempt.rollout.messages or [], context)
                     samples.append({**attempt.sample, "teacher_messages": teacher, "weight": 1.0})
@@ -123,8 +128,20 @@ class SDPORecipe(DistillationRecipe):
     default_divergence: ClassVar[str] = "jsd"
     default_template: ClassVar[str] = "\n\nA correct reply is:\n{context}"
 
+    def __init__(self, settings: Settings) -> None:
+        super().__init__(settings)
+        if not isinstance(self.config()["self_demonstration"], bool):
+            raise BadRequest("self_demonstration is true or false", field="recipe_config.self_demonstration")
+
     def config(self) -> dict[str, Any]:
-        defaults = {"groups": 4, "rollouts": 4, "success_threshold": 0.5, "top_k": 100, "jsd_beta": 0.5}
+        defaults = {
+            "groups": 4,
+            "rollouts": 4,
+            "success_threshold": 0.5,
+            "top_k": 100,
+            "jsd_beta": 0.5,
+            "self_demonstration": False,
+        }
         return {**super().config(), **defaults, **self.settings.learning.recipe_config}
 
     def validate_report(self, report: dict[str, Any]) -> None:

@@ -188,6 +188,19 @@ def test_sdpo_waits_for_the_full_grid_and_teaches_each_attempt_with_the_first_ot
     assert len(batch.record_ids) == 8
 
 
+def test_with_self_demonstration_a_lone_success_is_shown_its_own_answer_and_a_sibling_still_comes_first():
+    processor = load_recipe("sdpo", settings("sdpo", groups=2, rollouts=2, self_demonstration=True)).processor()
+    scores = {("a", 0): 1.0, ("a", 1): 0.0, ("b", 0): 0.9, ("b", 1): 0.6}
+    grid_reports(processor, "s1", scores)
+    contexts = [sample["teacher_messages"][-1]["content"] for sample in processor.build_batch().samples]
+    shown = [context.rsplit("\n", 1)[-1] for context in contexts]
+    # a/0 is a lone success: its own answer; a/1 learns from a/0; b/0 and b/1 each learn from the other.
+    assert shown == ["answer s1-a-0", "answer s1-a-0", "answer s1-b-1", "answer s1-b-0"]
+    with pytest.raises(BadRequest) as error:
+        load_recipe("sdpo", settings("sdpo", self_demonstration="yes"))
+    assert error.value.field == "recipe_config.self_demonstration"
+
+
 def test_sdpo_discards_a_grid_where_no_attempt_has_a_successful_sibling():
     processor = load_recipe("sdpo", settings("sdpo", groups=1, rollouts=2)).processor()
     grid_reports(processor, "s3", {("a", 0): 1.0, ("a", 1): 0.2})
