@@ -8,8 +8,9 @@ its group (by `rollout`) whose score ≥ `success_threshold`, plus the report's 
 feedback). With `self_demonstration: true` a successful attempt with no successful sibling is shown its own answer
 (so a group's lone success is trained toward, not left out; off by default). An attempt with neither has weight
 0: it is left out of the step rather than carried as zeros, so it neither costs a forward pass nor dilutes the
-mean below (with SmolLM2 on the demo's tasks about four attempts in five have no successful sibling); a grid where every attempt has weight 0 is discarded like one that spans
-releases. The score only selects demonstrations: it never enters the loss, which is
+mean below (with SmolLM2 on the demo's tasks about four attempts in five have no successful sibling); a grid where
+every attempt has weight 0 is discarded like one that spans releases. The score only selects demonstrations: it
+never enters the loss, which is
 
     L = Σ_{b,t} ι_t · JSD_β(T(· | x ⊕ c_b, y_<t), S(· | x, y_<t)) / Σ_b |y_b|   (b: the attempts with a context)
 
