@@ -72,6 +72,14 @@ def add_demo_command(subparsers: Any) -> None:
         help=f"the learner's gate tasks, cycling through the families (default {VALIDATION_TASKS}: two per family; "
         "not openclawrl, whose gate questions are fixed)",
     )
+    parser.add_argument(
+        "--sample-from",
+        choices=["serving", "lineage"],
+        default="serving",
+        help="who answers the training prompts: the serving release (default) or the learner's lineage tip, the "
+        "kept-but-unpublished weights its next step trains from (on-policy; the held-out set is always measured "
+        "on the serving release)",
+    )
     parser.add_argument("--single-phase", action="store_true", help="sdft: one phase on every family instead of two")
     parser.add_argument("--compare", choices=["sft"], help="sdft: run the same stream with sft too")
     parser.add_argument(
@@ -163,6 +171,7 @@ def _serve(
     run.settings = {
         "rounds": args.rounds,
         "time_budget_s": args.time_budget,
+        "sample_from": args.sample_from,
         "prompts_per_round": profile.prompts_per_round,
         "samples_per_prompt": profile.samples_per_prompt,
         "temperature": profile.temperature,

@@ -85,17 +85,30 @@ class ReefAPI:
         await self._client.aclose()
 
     async def chat(
-        self, task: DemoTask, temperature: float, max_tokens: int, tags: dict[str, str] | None = None
+        self,
+        task: DemoTask,
+        temperature: float,
+        max_tokens: int,
+        tags: dict[str, str] | None = None,
+        release_id: str | None = None,
     ) -> Answer:
-        text, receipt, release_id = await self.complete(task.messages(), temperature, max_tokens, tags)
-        return Answer(task=task, text=text, receipt=receipt, release_id=release_id)
+        text, receipt, served_by = await self.complete(task.messages(), temperature, max_tokens, tags, release_id)
+        return Answer(task=task, text=text, receipt=receipt, release_id=served_by)
 
     async def complete(
-        self, messages: list[dict[str, Any]], temperature: float, max_tokens: int, tags: dict[str, str] | None = None
+        self,
+        messages: list[dict[str, Any]],
+        temperature: float,
+        max_tokens: int,
+        tags: dict[str, str] | None = None,
+        release_id: str | None = None,
     ) -> tuple[str, str, str | None]:
-        """(answer text, receipt, serving release) of one chat completion; `tags` go as `x-reef-tag-<name>`."""
+        """(answer text, receipt, serving release) of one chat completion; `tags` go as `x-reef-tag-<name>`,
+        `release_id` pins the release that answers (`x-reef-release-id`; None: the serving one)."""
         body = {"messages": messages, "temperature": temperature, "max_tokens": max_tokens}
         headers = {f"x-reef-tag-{name}": value for name, value in (tags or {}).items()}
+        if release_id is not None:
+            headers["x-reef-release-id"] = release_id
         response = await self._client.post("/v1/chat/completions", json=body, headers=headers)
         _raise_for_status(response)
         choices = response.json().get("choices") or [{}]
@@ -150,6 +163,10 @@ class ReefAPI:
         response = await self._client.get("/reef/status")
         _raise_for_status(response)
         return dict((response.json().get("scenarios") or {}).get(self.scenario) or {})
+
+    async def lineage_tip(self) -> str | None:
+        """The learner's working lineage tip (the weights its next step trains from), None when it has none."""
+        return ((await self.status()).get("lineage") or {}).get("tip_release_id")
 
     async def commits(self, after_step: int = -1) -> list[dict[str, Any]]:
         response = await self._client.get(

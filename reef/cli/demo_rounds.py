@@ -51,7 +51,9 @@ async def run_rounds(
             round_started = time.monotonic()
             # A step may take long on a busy machine: wait for it while the budget lasts (and at least a while).
             wait_s = max(MIN_STEP_WAIT_S, args.time_budget - elapsed)
-            entry = await one_round(api, profile, number, training, step, test, wait_s)
+            # `--sample-from lineage`: the round's prompts are answered by the weights the next step trains from.
+            pin = await api.lineage_tip() if getattr(args, "sample_from", "serving") == "lineage" else None
+            entry = await one_round(api, profile, number, training, step, test, wait_s, pin)
             if entry["measured"] is not None:
                 run.final = Measurement(**entry["measured"])
             step = max(step, int(entry.get("step") or step))
@@ -77,8 +79,11 @@ async def one_round(
     after_step: int,
     test: list[DemoTask],
     wait_s: float,
+    pin: str | None = None,
 ) -> dict[str, Any]:
-    """Send one round's prompts and report their grades, wait for the step after `after_step`; its entry."""
+    """Send one round's prompts and report their grades, wait for the step after `after_step`; its entry.
+
+    `pin`: the release that answers the round's prompts (None: the serving one)."""
     answers: list[Answer] = []
     sent = 0
 
@@ -92,7 +97,10 @@ async def one_round(
             for k in range(profile.samples_per_prompt)
         ]
         got = await asyncio.gather(
-            *(api.chat(task, profile.temperature, profile.max_tokens, {"purpose": "training"}) for task, _, _ in jobs)
+            *(
+                api.chat(task, profile.temperature, profile.max_tokens, {"purpose": "training"}, pin)
+                for task, _, _ in jobs
+            )
         )
         await asyncio.gather(
             *(
@@ -122,6 +130,7 @@ async def one_round(
         "verdict": outcome.verdict,
         "reason": commit.get("reason"),
         "release_id": commit.get("release_id"),
+        "sampled_from": pin,
         "train_prompts": len(answers),
         "train_score": round(sum(scores) / len(scores), 4) if scores else None,
         "train_exact": round(sum(float(is_exact(a.task, a.text)) for a in answers) / max(len(answers), 1), 4),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from reef.core.errors import NotFound
 from tests.fakes.dict_engine import read_answers
 from tests.fakes.learning_world import QUESTIONS, Crash, crash_at, make_world, started
 from tests.fakes.training_backend import FakeTrainingBackend
@@ -45,6 +46,28 @@ async def test_a_tied_candidate_is_kept_and_the_next_step_trains_from_it_until_t
     assert [r["operation"] for r in world.runtime.releases("math")] == ["training", "creation"]  # tips are unlisted
     assert world.runtime.release_store.lineage("math") is None
     assert world.runtime.status()["scenarios"]["math"]["lineage"] == {"tip_release_id": None}
+
+
+async def test_a_request_may_pin_the_live_tip_to_sample_from_the_weights_the_next_step_trains_from(tmp_path):
+    world = await started(make_world(tmp_path))
+    for q in Q[:2]:
+        world.report("math", q, QUESTIONS[q])
+    serving = await world.runtime.step("math")
+    kept = await tie(world, U[:2])
+
+    pinned = world.runtime.context_for("math", kept["release_id"])
+    assert pinned.release_id == kept["release_id"]
+    learnt = {**{q: QUESTIONS[q] for q in Q[:2]}, **{u: UNGATED[u] for u in U[:2]}}
+    assert read_answers(pinned.candidate_path) == learnt  # the tip's weights, not the serving release's
+    assert world.engine.active_release_id("math") == serving["release_id"]
+
+    world.backend.corrupt = True
+    for q in Q[:2]:
+        world.report("math", q, QUESTIONS[q])
+    lost = await world.runtime.step("math")
+    assert lost["verdict"] == "rejected" and world.runtime.release_store.lineage("math") is None
+    with pytest.raises(NotFound, match=kept["release_id"]):
+        world.runtime.context_for("math", kept["release_id"])
 
 
 async def test_a_losing_candidate_is_dropped_and_the_lineage_returns_to_the_serving_release(tmp_path):
