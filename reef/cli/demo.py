@@ -78,7 +78,7 @@ def add_demo_command(subparsers: Any) -> None:
         default="serving",
         help="who answers the training prompts: the serving release (default) or the learner's lineage tip, the "
         "kept-but-unpublished weights its next step trains from (on-policy; the held-out set is always measured "
-        "on the serving release)",
+        "on the serving release; not openclawrl, whose sessions go to the serving release)",
     )
     parser.add_argument("--single-phase", action="store_true", help="sdft: one phase on every family instead of two")
     parser.add_argument("--compare", choices=["sft"], help="sdft: run the same stream with sft too")
