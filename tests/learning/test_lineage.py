@@ -19,6 +19,13 @@ def head_answers(world, scenario="math"):
     return read_answers(store.materialize(store.head(scenario)))
 
 
+async def learn(world, prompts):
+    """Report the right answers to gate questions and run one step (published, or lost if the backend corrupts)."""
+    for q in prompts:
+        world.report("math", q, QUESTIONS[q])
+    return await world.runtime.step("math")
+
+
 async def tie(world, prompts):
     for prompt in prompts:
         world.report("math", prompt, UNGATED[prompt])
@@ -50,9 +57,7 @@ async def test_a_tied_candidate_is_kept_and_the_next_step_trains_from_it_until_t
 
 async def test_a_request_may_pin_the_live_tip_to_sample_from_the_weights_the_next_step_trains_from(tmp_path):
     world = await started(make_world(tmp_path))
-    for q in Q[:2]:
-        world.report("math", q, QUESTIONS[q])
-    serving = await world.runtime.step("math")
+    serving = await learn(world, Q[:2])
     kept = await tie(world, U[:2])
 
     pinned = world.runtime.context_for("math", kept["release_id"])
@@ -62,9 +67,7 @@ async def test_a_request_may_pin_the_live_tip_to_sample_from_the_weights_the_nex
     assert world.engine.active_release_id("math") == serving["release_id"]
 
     world.backend.corrupt = True
-    for q in Q[:2]:
-        world.report("math", q, QUESTIONS[q])
-    lost = await world.runtime.step("math")
+    lost = await learn(world, Q[:2])
     assert lost["verdict"] == "rejected" and world.runtime.release_store.lineage("math") is None
     with pytest.raises(NotFound, match=kept["release_id"]):
         world.runtime.context_for("math", kept["release_id"])
@@ -72,19 +75,12 @@ async def test_a_request_may_pin_the_live_tip_to_sample_from_the_weights_the_nex
 
 async def test_a_losing_candidate_is_dropped_and_the_lineage_returns_to_the_serving_release(tmp_path):
     world = await started(make_world(tmp_path))
-    for q in Q[:2]:
-        world.report("math", q, QUESTIONS[q])
-    serving = await world.runtime.step("math")
+    serving = await learn(world, Q[:2])
     kept = await tie(world, U[:2])
     world.backend.corrupt = True
-    for q in Q[:2]:
-        world.report("math", q, QUESTIONS[q])
-
-    lost = await world.runtime.step("math")
+    lost = await learn(world, Q[:2])
     world.backend.corrupt = False
-    for q in Q[2:]:
-        world.report("math", q, QUESTIONS[q])
-    after = await world.runtime.step("math")
+    after = await learn(world, Q[2:])
 
     assert lost["verdict"] == "rejected" and lost["trained_from"] == kept["release_id"]
     assert "losses 2" in lost["reason"]
