@@ -52,7 +52,7 @@ async def run_rounds(
             # A step may take long on a busy machine: wait for it while the budget lasts (and at least a while).
             wait_s = max(MIN_STEP_WAIT_S, args.time_budget - elapsed)
             # `--sample-from lineage`: the round's prompts are answered by the weights the next step trains from.
-            pin = await api.lineage_tip() if getattr(args, "sample_from", "serving") == "lineage" else None
+            pin = await api.lineage_tip() if args.sample_from == "lineage" else None
             entry = await one_round(api, profile, number, training, step, test, wait_s, pin)
             if entry["measured"] is not None:
                 run.final = Measurement(**entry["measured"])
