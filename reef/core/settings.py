@@ -127,6 +127,10 @@ class EvaluationSettings(_Section):
     margin: float = 0.0
     max_new_tokens: int = Field(64, gt=0)
     temperature: float = Field(0.0, ge=0)
+    # How a gate task is scored: `checker` (the model answers; the task's checker scores the text) or `likelihood`
+    # (no generation: the geometric-mean probability of the task's known `answer` and end of turn, teacher-forced;
+    # continuous, so a few tasks tell small differences apart; needs an engine that scores, i.e. the local one).
+    scoring: Literal["checker", "likelihood"] = "checker"
     max_parallel_tasks: int = Field(8, gt=0)  # tasks in flight at once (each sends candidate and current together)
     # With no tasks of its own (API or file), a scenario's gate holds out about one in `holdout_every` reports that
     # carry a known answer (0: never) and waits until it has `holdout_min_tasks` of them.

@@ -124,6 +124,11 @@ class Engine(abc.ABC):
         `ctx` names; NotImplementedError where the engine cannot (an upstream provider)."""
         raise NotImplementedError(f"{type(self).__name__} cannot score completions")
 
+    async def score_answer(self, body: dict[str, Any], answer: str, ctx: RequestContext) -> list[float]:
+        """The per-token log-probabilities of `answer` followed by the end of the turn, as the reply to the chat
+        request `body`, under the release (or candidate) `ctx` names; NotImplementedError where `score` is."""
+        raise NotImplementedError(f"{type(self).__name__} cannot score completions")
+
     @abc.abstractmethod
     async def activate(self, scenario: str, release: Release | None, path: Path | None) -> None:
         """Serve `scenario` with `release` (whose files are at `path`) from now on; None = the base model."""

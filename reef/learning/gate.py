@@ -147,13 +147,15 @@ class ScenarioGate:
         return None
 
     def status(self, processor: Processor | None) -> dict[str, Any]:
-        """`/reef/status`'s `gate`: source, size, the split's settings and why the learner waits, if it does."""
+        """`/reef/status`'s `gate`: source, size, how a task is scored, the split's settings and why the learner
+        waits, if it does."""
         if not self.uses_tasks:
             return {"source": "evaluator", "tasks": None}
         gate = self.tasks(processor)  # once: it reads the scenario's own tasks
         own = gate.source not in ("held_out", "none")
         return {
             **gate.to_json(),
+            "scoring": self.sources.settings.evaluation.scoring,
             "holdout_every": 0 if own else self.sources.settings.evaluation.holdout_every,
             "holdout_min_tasks": self.sources.settings.evaluation.holdout_min_tasks,
             "waiting": self._blocker_for(gate),

@@ -59,6 +59,7 @@ async def test_with_no_tasks_the_gate_waits_for_its_held_out_split_and_says_why(
     gate = world.runtime.status()["scenarios"]["math"]["gate"]
     assert commit["verdict"] == "skipped" and "held-out split" in commit["reason"]
     assert gate["source"] == "held_out" and gate["tasks"] == 1 and gate["holdout_min_tasks"] == 4
+    assert gate["scoring"] == "checker"
     assert "waiting" in gate["waiting"] and world.backend.jobs == []
 
 

@@ -159,6 +159,15 @@ class LocalEngine(Engine):
         scores: list[float] = await asyncio.wrap_future(scheduler.call(forward))
         return scores
 
+    async def score_answer(self, body: dict[str, Any], answer: str, ctx: RequestContext) -> list[float]:
+        tokenizer = self.setup.tokenizer
+        prompt_ids = prompt_ids_of(
+            tokenizer, to_chat(Dialect.CHAT, body), ctx.system_prompt, example_turns=ctx.example_turns
+        )
+        # As training tokenizes a demonstration (`completion_text`): the text, then end of sequence.
+        answer_ids = tokenizer(answer, add_special_tokens=False)["input_ids"]
+        return await self.score(prompt_ids, [*answer_ids, tokenizer.eos_token_id], ctx)
+
     async def activate(self, scenario: str, release: Release | None, path: Path | None) -> None:
         binding = Binding() if release is None else binding_for(release.release_id, path)
         if binding.adapter_name is not None and binding.adapter_path is not None:

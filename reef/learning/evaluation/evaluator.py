@@ -3,16 +3,25 @@
 The candidate and the serving release answer the same tasks with the same sampling; each task's two requests
 go out together, so any drift in the engine (load, batching) hits both sides alike. Held-out scored rollouts
 (the gate of score-only feedback, `ranking`) add one paired score per pair of them.
+
+With `evaluation.scoring` `likelihood` nothing is generated: a side's score on a task is
+
+    exp( (1/n) · Σ_i log p(y_i | prompt, y_<i) ),   y = the task's `answer` tokenized, then end of sequence,
+
+the geometric-mean probability per token of saying exactly the known answer and stopping. It is continuous, so
+a step that moves the model towards the answers shows on a few tasks where a greedy answer may not change yet.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import math
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from reef.core.errors import BadRequest
 from reef.core.scenarios import Dialect
 from reef.core.settings import Settings
 from reef.inference.base import Engine, RequestContext
@@ -43,6 +52,12 @@ class TaskEvaluator(Evaluator):
         max_parallel_tasks: int = 4,
         gate_for: GateFor | None = None,
     ) -> None:
+        if settings.evaluation.scoring == "likelihood" and not engine.scores_completions:
+            raise BadRequest(
+                f"evaluation.scoring 'likelihood' needs an engine that scores completions (the local one); "
+                f"{type(engine).__name__} cannot: use 'checker'",
+                "evaluation.scoring",
+            )
         self.engine = engine
         self.settings = settings
         self._context_for = context_for or (lambda scenario, release_id: RequestContext(scenario, release_id))
@@ -94,10 +109,19 @@ class TaskEvaluator(Evaluator):
         return candidate_scores, current_scores
 
     async def _score(self, task: Task, ctx: RequestContext) -> float:
+        if self.settings.evaluation.scoring == "likelihood":
+            return await self._likelihood(task, ctx)
         completion = await self.engine.complete(Dialect.CHAT, self._body(task), ctx)
         if completion.status >= 400:
             raise RuntimeError(f"task {task.task_id}: the engine answered {completion.status}")
         return check(task, answer_text(completion.body))
+
+    async def _likelihood(self, task: Task, ctx: RequestContext) -> float:
+        """The geometric-mean token probability of `task.answer` and end of sequence under `ctx` (see the module)."""
+        if task.answer is None:
+            raise ValueError(f"task {task.task_id} has no answer for evaluation.scoring 'likelihood' to score")
+        logprobs = await self.engine.score_answer(self._body(task), str(task.answer), ctx)
+        return math.exp(sum(logprobs) / len(logprobs))
 
     def _body(self, task: Task) -> dict[str, Any]:
         inference = self.settings.inference

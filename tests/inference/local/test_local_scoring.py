@@ -141,6 +141,20 @@ async def test_scoring_the_base_while_a_candidate_request_decodes_disturbs_neith
     assert max_gap(rescored, recorded["logprobs"]) < 1e-3
 
 
+async def test_an_answer_is_scored_as_its_text_then_end_of_sequence_after_the_rendered_request(
+    engine, tokenizer, adapter
+):
+    body = ask()
+    prompt = render_prompt_ids(tokenizer, body["messages"])
+    for ctx in (CTX, RequestContext("gate", candidate_path=adapter)):
+        scores = await engine.score_answer(body, "Paris", ctx)
+        ids = tokenizer("Paris", add_special_tokens=False)["input_ids"]
+        assert max_gap(scores, await engine.score(prompt, [*ids, tokenizer.eos_token_id], ctx)) < 1e-5
+    # The model knows the answer: starting the reply with it is far likelier than starting with a wrong city.
+    right, wrong = await engine.score_answer(body, "Paris", CTX), await engine.score_answer(body, "Berlin", CTX)
+    assert right[0] > wrong[0] + 3.0
+
+
 @pytest.mark.parametrize(
     ("prompt", "completion", "field"),
     [
@@ -167,6 +181,8 @@ async def test_an_upstream_provider_cannot_score_completions():
     assert not engine.scores_completions
     with pytest.raises(NotImplementedError, match="UpstreamEngine cannot score completions"):
         await engine.score([1, 2], [3], CTX)
+    with pytest.raises(NotImplementedError, match="UpstreamEngine cannot score completions"):
+        await engine.score_answer(ask(), "Paris", CTX)
 
 
 async def test_a_constrained_completion_follows_its_schema_and_records_the_unmasked_log_probs(engine):
