@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import shutil
 import tempfile
@@ -179,6 +180,7 @@ def _serve(
         "learning_rate": args.learning_rate or profile.learning_rate,
         "epochs": args.epochs or profile.epochs,
         "recipe_config": profile.recipe_config,
+        "gate_scoring": profile.gate_scoring,
         "test_tasks": len(test),
         "validation_tasks": len(validation),
         "serve_command": command[2:],
@@ -218,12 +220,14 @@ def _compare(
     test: list[DemoTask],
     console: Console,
 ) -> int:
-    """The same stream with `sft` (fresh state, same tasks); `retention` and `gains` side by side in `run.extra`."""
+    """The same stream with `sft` (fresh state, same tasks, the same gate); `retention` and `gains` side by side in
+    `run.extra`."""
     console.print("[bold]--compare sft[/]: the same stream with sft, from the base")
     (state_dir / "compare-sft").mkdir(parents=True, exist_ok=True)
     other = DemoRun(recipe="sft", metric=run.metric)
     compare_started = time.monotonic()
-    code = _serve(other, PROFILES["sft"], args, state_dir / "compare-sft", free_port(), validation, test, console,
+    sft = dataclasses.replace(PROFILES["sft"], gate_scoring=PROFILES["sdft"].gate_scoring)
+    code = _serve(other, sft, args, state_dir / "compare-sft", free_port(), validation, test, console,
                   compare_started)  # fmt: skip
     other.wall_s = time.monotonic() - compare_started
     runs = {"sdft": run, "sft": other}

@@ -34,6 +34,7 @@ class RecipeProfile:
     rounds: int = 12
     target_modules: tuple[str, ...] = ()  # empty: the training default (every projection)
     recipe_config: dict[str, Any] = dataclasses.field(default_factory=dict)
+    gate_scoring: str = "checker"  # `evaluation.scoring`: how the learner's gate scores a validation task
 
     @property
     def grading(self) -> str:
@@ -77,6 +78,8 @@ class RecipeProfile:
             "--training.micro-batch-size",
             str(self.micro_batch_size),
         ]
+        if self.gate_scoring != "checker":
+            flags += ["--evaluation.scoring", self.gate_scoring]
         if self.target_modules:
             flags += ["--training.target-modules", "[" + ", ".join(self.target_modules) + "]"]
         if self.recipe_config:
@@ -113,9 +116,11 @@ PROFILES: dict[str, RecipeProfile] = {
     ),
     # Greedy rollouts like sft; the report's demonstration reaches the (frozen, base) teacher, not the loss. At 1e-3
     # float32 serving (CPUs without native bfloat16) learnt phase two so far that phase one lost a third; 5e-4 kept it.
+    # The gate scores how likely each side is to say exactly the known answer (what a demonstration teaches): the
+    # 14 validation tasks' exact scores stop telling candidates apart once most are right (README).
     "sdft": RecipeProfile(
         "sdft", prompts_per_round=8, samples_per_prompt=1, temperature=0.0, max_tokens=8,
-        learning_rate=5e-4, epochs=2, batch_size=8, recipe_config=SHOWN_FOUR_TIMES,
+        learning_rate=5e-4, epochs=2, batch_size=8, recipe_config=SHOWN_FOUR_TIMES, gate_scoring="likelihood",
     ),
     # One grid a round: 4 prompts × 4 sampled attempts; a sibling's successful answer is each attempt's context.
     # A round takes 2-20 s (a grid with no success trains nothing), so 40 rounds fit the 10-minute budget.

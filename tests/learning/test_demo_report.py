@@ -102,6 +102,9 @@ def test_the_serve_command_parses_as_valid_settings(tmp_path: Path) -> None:
         assert settings.training.threads >= 1
         if profile.target_modules:
             assert settings.training.target_modules == list(profile.target_modules)
+        assert settings.evaluation.scoring == profile.gate_scoring
+    # sdft's gate (and its --compare sft run's) scores the known answer's likelihood; the others run the checker.
+    assert {p.recipe for p in PROFILES.values() if p.gate_scoring == "likelihood"} == {"sdft"}
 
 
 def test_the_intervals_of_a_held_out_score() -> None:
