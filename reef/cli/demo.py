@@ -186,7 +186,10 @@ def _serve(
         "serve_command": command[2:],
     }
     console.print(f"[bold]reef demo[/] · recipe {profile.recipe} · state {state_dir} · {url}")
-    console.print(f"  {len(test)} held-out test tasks, {len(validation)} validation tasks for the learner's gate")
+    scored = " (scored by how likely each side says the answer)" if profile.gate_scoring == "likelihood" else ""
+    console.print(
+        f"  {len(test)} held-out test tasks, {len(validation)} validation tasks for the learner's gate{scored}"
+    )
     server = ReefServer(command, url, state_dir / f"serve-{profile.recipe}.log")
     code = 0
     try:

@@ -103,8 +103,8 @@ def test_the_serve_command_parses_as_valid_settings(tmp_path: Path) -> None:
         if profile.target_modules:
             assert settings.training.target_modules == list(profile.target_modules)
         assert settings.evaluation.scoring == profile.gate_scoring
-    # sdft's gate (and its --compare sft run's) scores the known answer's likelihood; the others run the checker.
-    assert {p.recipe for p in PROFILES.values() if p.gate_scoring == "likelihood"} == {"sdft"}
+    # sdft's gate (and its --compare sft run's) and sdpo's score the known answer's likelihood; the others check.
+    assert {p.recipe for p in PROFILES.values() if p.gate_scoring == "likelihood"} == {"sdft", "sdpo"}
 
 
 def test_the_intervals_of_a_held_out_score() -> None:
