@@ -7,7 +7,7 @@ import dataclasses
 import json
 import os
 import shlex
-from typing import Any
+from typing import Any, Literal
 
 from reef.cli.config import ConfigError, load_settings, parse_overrides
 from reef.cli.demo_api import Answer
@@ -34,7 +34,8 @@ class RecipeProfile:
     rounds: int = 12
     target_modules: tuple[str, ...] = ()  # empty: the training default (every projection)
     recipe_config: dict[str, Any] = dataclasses.field(default_factory=dict)
-    gate_scoring: str = "checker"  # `evaluation.scoring`: how the learner's gate scores a validation task
+    # `evaluation.scoring`: how the learner's gate scores a validation task
+    gate_scoring: Literal["checker", "likelihood"] = "checker"
 
     @property
     def grading(self) -> str:
