@@ -26,6 +26,7 @@ from reef.inference.local.model_files import (
     resolve_device,
     resolve_model_path,
 )
+from reef.inference.local.prompt import reply_ids
 from reef.inference.local.request import RequestSetup, prompt_ids_of, raise_failure, submit, to_chat
 from reef.inference.local.scheduler import Failed, Scheduler
 from reef.inference.local.scoring import check_score_request, completion_logprobs
@@ -164,9 +165,7 @@ class LocalEngine(Engine):
         prompt_ids = prompt_ids_of(
             tokenizer, to_chat(Dialect.CHAT, body), ctx.system_prompt, example_turns=ctx.example_turns
         )
-        # As training tokenizes a demonstration (`completion_text`): the text, then end of sequence.
-        answer_ids = tokenizer(answer, add_special_tokens=False)["input_ids"]
-        return await self.score(prompt_ids, [*answer_ids, tokenizer.eos_token_id], ctx)
+        return await self.score(prompt_ids, reply_ids(tokenizer, answer), ctx)
 
     async def activate(self, scenario: str, release: Release | None, path: Path | None) -> None:
         binding = Binding() if release is None else binding_for(release.release_id, path)

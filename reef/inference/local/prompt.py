@@ -1,7 +1,7 @@
 """Turning a chat request into prompt token ids with the model's own chat template.
 
 `render_prompt_ids` is shared with training: the SFT trainer must tokenize prompts exactly as the engine does,
-or the adapter learns a prompt format it never sees at serving time.
+or the adapter learns a prompt format it never sees at serving time. `reply_ids` is shared the same way.
 """
 
 from __future__ import annotations
@@ -29,6 +29,12 @@ def render_prompt_ids(
     text = render_prompt_text(tokenizer, messages, tools, field=field)
     # The template already wrote any BOS/role markers, so the tokenizer must not add special tokens again.
     return list(tokenizer(text, add_special_tokens=False)["input_ids"])
+
+
+def reply_ids(tokenizer: Any, text: str) -> list[int]:
+    """Token ids of `text` as a whole reply: its tokens, then end of sequence (how training tokenizes a
+    demonstration and the gate a known answer)."""
+    return [*tokenizer(text, add_special_tokens=False)["input_ids"], tokenizer.eos_token_id]
 
 
 def render_prompt_text(

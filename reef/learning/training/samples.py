@@ -20,8 +20,9 @@ def tokenize_sample(sample: dict[str, Any], tokenizer: Any, max_seq_len: int) ->
         prompt_ids = render_prompt(tokenizer, sample["messages"], sample.get("tools"))
     completion_ids = sample.get("completion_ids")
     if completion_ids is None:
-        completion_ids = tokenizer(sample["completion_text"], add_special_tokens=False)["input_ids"]
-        completion_ids = [*completion_ids, tokenizer.eos_token_id]
+        from reef.inference.local.prompt import reply_ids
+
+        completion_ids = reply_ids(tokenizer, sample["completion_text"])
     old_logprobs = sample.get("old_logprobs")
     # Keep the completion (it carries the loss) and drop the oldest prompt tokens; one prompt token must remain.
     completion_ids = list(completion_ids)[: max_seq_len - 1]
