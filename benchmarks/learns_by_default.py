@@ -25,9 +25,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from reef.cli.demo_api import ReefAPI
-from reef.cli.demo_server import ReefServer
-from reef.cli.demo_tasks import DemoTask
+from reef.demo.api import ReefAPI
+from reef.demo.server import ReefServer
+from reef.demo.tasks import DemoTask
 
 SCENARIO = "my-tasks"
 MAX_TOKENS = 24  # the user's client asks for short answers; enough for a sentence around the answer

@@ -19,9 +19,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from reef.cli.demo_api import ReefAPI
-from reef.cli.demo_server import ReefServer, free_port, serve_command
-from reef.cli.demo_tasks import generate
+from reef.demo.api import ReefAPI
+from reef.demo.server import ReefServer, free_port, serve_command
+from reef.demo.tasks import generate
 
 BATCH = 8
 

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import httpx
 
-from reef.cli.demo_server import ReefServer, free_port
+from reef.demo.server import ReefServer, free_port
 
 QUESTIONS = ["Describe the sea.", "Explain how rain forms.", "Write about mountains.", "Tell a story about a cat."]
 

@@ -29,9 +29,9 @@ from typing import Any
 
 from reef.core.settings import TrainingSettings
 from reef.inference.local.model_files import resolve_model_path
+from reef.learning.backends import LocalProcessBackend
+from reef.learning.backends.local import default_threads
 from reef.learning.base import TrainingJob
-from reef.learning.training import LocalProcessBackend
-from reef.learning.training.local_backend import default_threads
 
 SPREAD_QUESTIONS = [
     "What is the capital of France?",
@@ -71,7 +71,7 @@ def main() -> None:
     ).model_dump(mode="json")
 
     started = time.perf_counter()
-    subprocess.run([sys.executable, "-c", "import reef.learning.training.job"], check=True)
+    subprocess.run([sys.executable, "-c", "import reef.training.job"], check=True)
     import_s = time.perf_counter() - started
 
     backend = LocalProcessBackend(threads=args.threads)
@@ -158,10 +158,10 @@ def spread_rows(base: Path, threads: int) -> list[tuple[str, str]]:
     import torch
     from transformers import AutoTokenizer
 
-    from reef.learning.training.chunked_logprobs import completion_logprobs
-    from reef.learning.training.job import load_trainable_model
-    from reef.learning.training.precision import compute_context, keep_adapter_deltas_fp32
-    from reef.learning.training.samples import collate, render_prompt
+    from reef.training.chunked_logprobs import completion_logprobs
+    from reef.training.job import load_trainable_model
+    from reef.training.precision import compute_context, keep_adapter_deltas_fp32
+    from reef.training.samples import collate, render_prompt
 
     torch.set_num_threads(threads)
     torch.manual_seed(0)

@@ -12,7 +12,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from reef.cli.config import ConfigError, describe_settings, load_settings, parse_overrides
+from reef.application.config import ConfigError, describe_settings, load_settings, parse_overrides
 from reef.core.errors import BadRequest
 from reef.core.settings import Settings
 from reef.observability import tracing
@@ -82,8 +82,8 @@ def open_engine(settings: Settings) -> Any:
 
 def build_app(settings: Settings) -> Any:
     """Open every part named by `settings` and return the ASGI app."""
+    from reef.application.runtime import Runtime
     from reef.cli.workers import shared_writer_fd
-    from reef.learning.runtime import Runtime
     from reef.releases.git import open_release_store
     from reef.service.app import create_app
     from reef.storage.sql import open_record_store
@@ -119,7 +119,7 @@ def open_coordination(settings: Settings) -> tuple[Any, Any, Any]:
     if storage.record_backend == "postgres" and storage.record_database_url:
         import sqlalchemy as sa
 
-        from reef.coordination.commit_log import SqlCommitLog
+        from reef.releases.sql_commit_log import SqlCommitLog
         from reef.storage.sql import libpq_url, postgres_engine
 
         deployment = sa.make_url(storage.record_database_url).render_as_string(hide_password=True)

@@ -11,7 +11,7 @@ A replica leads a scenario while it holds that scenario's lock, and the lock goe
 
 The leader writes its replica id where the others can read it (the connection's `application_name`, the lock
 file's content), so `leader_of` names it. Elections are polled: a follower calls `try_lead` every few seconds
-(see `reef.learning.replica`), so a dead leader is replaced within `learning.election_timeout_s`.
+(see `reef.application.replica`), so a dead leader is replaced within `learning.election_timeout_s`.
 Every method blocks (a database round trip or a file operation): call them from a worker thread.
 """
 

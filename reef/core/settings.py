@@ -1,4 +1,4 @@
-"""The resolved configuration of a Reef deployment (values only; loading lives in `reef.cli.config`).
+"""The resolved configuration of a Reef deployment (values only; loading lives in `reef.application.config`).
 
 Every key here is reachable as `--section.key-name` on the command line and as `section: {key_name: …}` in YAML.
 """

@@ -12,8 +12,10 @@ from typing import Any, ClassVar, Literal
 
 from reef.core.records import Record
 from reef.core.settings import Settings
+from reef.training.jobfile import TrainingJob, TrainingResult
 
 Surface = Literal["weights", "harness", "none"]
+ServingPrompt = tuple[str | None, tuple[tuple[str, str], ...]]  # (system prompt, worked example turns)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -84,29 +86,6 @@ class FeedbackSource(abc.ABC):
     @abc.abstractmethod
     def status(self) -> dict[str, Any]:
         """What `/reef/status` shows of it."""
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class TrainingJob:
-    """One training job, run outside the server process.
-
-    `samples` are JSON-able dicts whose shape the `loss` understands (token ids, advantages, …).
-    """
-
-    base_model_path: Path
-    parent_adapter_path: Path | None
-    samples: list[dict[str, Any]]
-    loss: str  # "sft" | "rl" | "grpo" | dotted function
-    config: dict[str, Any]
-    output_dir: Path
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class TrainingResult:
-    """The candidate adapter directory and the job's metrics (loss per step, …)."""
-
-    adapter_path: Path
-    metrics: dict[str, Any]
 
 
 class TrainingBackend(abc.ABC):
@@ -185,6 +164,11 @@ class Recipe(abc.ABC):
         from reef.learning.report_schema import REPORT_SCHEMA
 
         return REPORT_SCHEMA
+
+    def serving_prompt(self, release_dir: Path) -> ServingPrompt:
+        """What a plain chat agent is served from a release of this recipe: its system prompt and worked examples
+        as earlier turns (nothing by default; harness recipes render their tree)."""
+        return None, ()
 
     def seed(self, directory: Path) -> None:  # noqa: B027 - optional hook
         """Write the content of a new scenario's base release into `directory` (nothing by default)."""

@@ -113,7 +113,7 @@ def default_backend_factory(settings: Settings) -> Callable[[], TrainingBackend]
 
     def factory() -> TrainingBackend:
         if not opened:
-            from reef.learning.training import open_training_backend
+            from reef.learning.backends import open_training_backend
 
             opened.append(open_training_backend(settings.training))
         return opened[0]

@@ -16,11 +16,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from reef.harness.method import HarnessRecipe, StepInput, StepOutput, example_text, memory_id
 from reef.harness.mutations import Mutation
 from reef.harness.proposer import parse_bullets
 from reef.harness.traces import is_failure, jaccard, question_of, words
 from reef.harness.tree import HarnessTree, Node
+from reef.recipes.harness_method import HarnessRecipe, StepInput, StepOutput, example_text, memory_id
 
 TAG = "playbook"
 CURATE = (

@@ -4,12 +4,12 @@ A distillation sample is the student's recorded rollout (`prompt_ids`, `completi
 the teacher's prompt: the student's chat messages with a context block (`recipe_config.context_template`, with
 `{context}` in it) appended to the last user message, or sent as a new user message when the conversation ends
 in a tool result. The training job appends the student's completion ids verbatim and runs the teacher pass
-(`reef.learning.training.distillation`).
+(`reef.training.distillation`).
 
 `recipe_config.context_as: turn` shows the block as an earlier assistant answer instead (`with_context`), in
 `recipe_config.context_turns` earlier exchanges (1 by default; at most `MAX_CONTEXT_TURNS`).
 
-`recipe_config.teacher` (see `reef.learning.training.teacher_spec`) is checked when the recipe is configured: a
+`recipe_config.teacher` (see `reef.training.teacher_spec`) is checked when the recipe is configured: a
 model directory whose tokenizer is not the student's is refused naming `recipe_config.teacher`; a release or
 scenario that does not exist is refused when the server starts (`check_teacher`) and again at each step.
 """
@@ -26,9 +26,9 @@ from reef.core.errors import BadRequest, NotFound
 from reef.core.settings import Settings
 from reef.learning.base import TrainingJob
 from reef.learning.growth import GrowContext, base_model_path
-from reef.learning.training.teacher_spec import FIELD, TeacherSpec, parse_teacher, same_tokenizer
 from reef.recipes.weights import WeightsRecipe
 from reef.releases.base import ReleaseStore
+from reef.training.teacher_spec import FIELD, TeacherSpec, parse_teacher, same_tokenizer
 
 MAX_CONTEXT_TURNS = 8
 

@@ -11,10 +11,10 @@ from __future__ import annotations
 import json
 
 from reef.harness.chat import system_prompt_of
-from reef.harness.method import HarnessRecipe, StepInput, StepOutput, describe_ledger, fallback_mutations
 from reef.harness.mutations import coerce_mutations
 from reef.harness.proposer import parse_json_reply
 from reef.harness.traces import is_failure, question_of
+from reef.recipes.harness_method import HarnessRecipe, StepInput, StepOutput, describe_ledger, fallback_mutations
 
 INSTRUCTIONS = (
     "You improve the instructions of an AI assistant. Given its current instructions and tasks it failed, "

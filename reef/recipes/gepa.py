@@ -22,12 +22,19 @@ import json
 import random
 from typing import Any
 
-from reef.harness.method import HarnessRecipe, StepInput, StepOutput, apply_admissible, describe_ledger, example_text
 from reef.harness.mutations import Mutation, coerce_mutations, diff_trees
 from reef.harness.proposer import parse_json_reply
 from reef.harness.scoring import score_tree, task_from_trace
 from reef.harness.tree import HarnessTree, Node, tree_from_json
 from reef.learning.evaluation import Task
+from reef.recipes.harness_method import (
+    HarnessRecipe,
+    StepInput,
+    StepOutput,
+    apply_admissible,
+    describe_ledger,
+    example_text,
+)
 
 MAX_TASKS = 64
 MAX_ARCHIVE = 12

@@ -5,7 +5,7 @@ sent as `x-reef-tag-group`). When `group_size` (k, default 4) members have arriv
 
     A_i = (r_i − mean(r)) / (std(r) + eps)        (groups whose rewards are all equal carry no signal: dropped)
 
-Loss: the same clipped surrogate as `rl` (`reef.learning.training.losses.clipped_policy_loss`) against the
+Loss: the same clipped surrogate as `rl` (`reef.training.losses.clipped_policy_loss`) against the
 recorded rollout log-probs. A batch holds max(1, batch_size // k) groups.
 """
 

@@ -23,13 +23,13 @@ from typing import Any
 
 from reef.core.errors import BadRequest
 from reef.harness.admission import admit_tree
-from reef.harness.method import HarnessRecipe, StepInput, StepOutput, describe_ledger, fallback_mutations
 from reef.harness.mutations import apply_mutations, diff_trees
 from reef.harness.proposer import parse_json_reply
 from reef.harness.traces import is_failure, question_of
 from reef.harness.tree import HarnessTree, tree_from_json
 from reef.learning.base import Selector
 from reef.learning.evaluation.selectors import MeanImprovement
+from reef.recipes.harness_method import HarnessRecipe, StepInput, StepOutput, describe_ledger, fallback_mutations
 
 METHOD = "meta_harness"
 TRACES_PER_CANDIDATE = 3

@@ -9,7 +9,7 @@ and a −1 also brings up to `max_hints` hindsight hints. Verdicts are stored as
 
 A turn becomes a unit when its verdict is stored (or a client's report on the same receipt gives it a `score`,
 which overrides the judge's vote); `batch_size` units make a batch. The loss
-(`reef.learning.training.hindsight`), per turn with completion y:
+(`reef.training.hindsight`), per turn with completion y:
 
     L = w_rl · L_clip(ratio_t = π(y_t) / π_recorded(y_t), A = r) + w_opd · Σ_t ι_t · KL(T(·|x ⊕ h, y<t) ‖ S(·|x, y<t))
 

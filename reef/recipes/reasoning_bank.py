@@ -12,10 +12,10 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from reef.harness.method import HarnessRecipe, StepInput, StepOutput, example_text, memory_id
 from reef.harness.mutations import Mutation
 from reef.harness.traces import is_failure, question_of, words
 from reef.harness.tree import Node
+from reef.recipes.harness_method import HarnessRecipe, StepInput, StepOutput, example_text, memory_id
 
 PREFIX = "rb-"
 MAX_BANK = 200

@@ -4,7 +4,7 @@ Advantage: A = (r − b) / max(s, min_std), where b and s² are exponential movi
 (decay `baseline_decay`) of the scenario's scores and their spread, taken before r is folded in.
 With `baseline_by: KEY`, reports carrying `metadata.KEY` (a task kind, a user, a tool) get a running baseline per
 value instead (reports without it share the scenario's), so an easy kind of task does not read as a good answer.
-Loss (`reef.learning.training.losses.clipped_policy_loss`), per completion token t of the cited rollout:
+Loss (`reef.training.losses.clipped_policy_loss`), per completion token t of the cited rollout:
 
     ratio_t = exp(log π(y_t) − log π_recorded(y_t))
     L = − mean_t min(ratio_t · A, clip(ratio_t, 1 − clip_low, 1 + clip_high) · A)  + kl_coef · KL(π ‖ π_base)

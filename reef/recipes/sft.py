@@ -1,6 +1,6 @@
 """`sft`: learn from demonstrations — the report says what the answer should have been.
 
-Loss (`reef.learning.training.losses.sft_loss`): masked next-token negative log-likelihood of the
+Loss (`reef.training.losses.sft_loss`): masked next-token negative log-likelihood of the
 demonstration given the cited request's prompt,
 
     L = − Σ_t m_t · log π(y_t | prompt, y_<t) / Σ_t m_t,   m_t = 1 on the demonstration tokens (+ end of turn).

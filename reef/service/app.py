@@ -23,7 +23,7 @@ from reef.storage.base import RecordStore
 
 
 def create_app(settings: Settings, runtime: Any, records: RecordStore, engine: Engine) -> EdgeMiddleware:
-    """The Reef ASGI app; `runtime` is the domain facade (reef.learning.runtime.Runtime).
+    """The Reef ASGI app; `runtime` is the domain facade (reef.application.runtime.Runtime).
 
     The outermost layer is `EdgeMiddleware` (auth, body limit, metrics), which serves the `/v1/*` hot path itself
     and hands everything else to the FastAPI app (`.app`), which also owns the lifespan and the OpenAPI document.

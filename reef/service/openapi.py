@@ -5,7 +5,7 @@ serves them as plain ASGI handlers before FastAPI routes anything. This module a
 `openapi_inference`). It also adds what the
 edge does for every route, outside any signature: bearer tokens (401), the body limit (413), the scenario header
 some routes read, and the error shape Reef answers with (400, where FastAPI would say 422).
-docs/http-api.md is the reader's version; tests/service/test_api_document.py keeps the two in step.
+docs/reference/http-api.md is the reader's version; tests/service/test_api_document.py keeps the two in step.
 """
 
 from __future__ import annotations

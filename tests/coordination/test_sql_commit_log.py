@@ -12,8 +12,8 @@ import psycopg
 import pytest
 import sqlalchemy as sa
 
-from reef.coordination.commit_log import SqlCommitLog
 from reef.releases import FileCommitLog
+from reef.releases.sql_commit_log import SqlCommitLog
 from reef.storage.sql import postgres_engine
 from tests.releases.test_commit_log import commit
 

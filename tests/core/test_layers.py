@@ -53,7 +53,36 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
         "reef.service",
         "reef.cli",
     ),
-    "reef.learning": ("reef.service", "reef.cli", "reef.judge"),
+    # The step pipeline: learner, steps, growth, judgement, settlement, gate, recovery, and the training launchers.
+    # Recipes are loaded by name; the harness reaches it only through a recipe's hooks.
+    "reef.learning": (
+        "reef.service",
+        "reef.cli",
+        "reef.demo",
+        "reef.application",
+        "reef.judge",
+        "reef.harness",
+        "reef.recipes",
+    ),
+    # The torch side of training (the job process): below the learning pipeline, which launches it.
+    "reef.training": (
+        "reef.service",
+        "reef.cli",
+        "reef.demo",
+        "reef.application",
+        "reef.learning",
+        "reef.recipes",
+        "reef.harness",
+        "reef.judge",
+        "reef.storage",
+        "reef.releases",
+        "reef.coordination",
+        "reef.discovery",
+    ),
+    # What the HTTP edge calls: composes the pipeline, the stores and the engine; knows no HTTP and no torch.
+    "reef.application": ("reef.service", "reef.cli", "reef.demo", "reef.training", "reef.harness", "torch"),
+    # Drivers that talk to a `reef serve` child over HTTP, like any client.
+    "reef.demo": ("reef.cli", "reef.service"),
     # The openclawrl judge: sessions, votes, the worker; on the learning contracts, below the recipes.
     "reef.judge": (
         "reef.service",
@@ -65,12 +94,12 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
         "reef.harness",
         "reef.learning.learner",
         "reef.learning.steps",
-        "reef.learning.runtime",
-        "reef.learning.scenarios",
+        "reef.application.runtime",
+        "reef.application.scenarios",
         "torch",
     ),
-    "reef.recipes": ("reef.service", "reef.cli"),
-    "reef.harness": ("reef.service", "reef.cli"),
+    "reef.recipes": ("reef.service", "reef.cli", "reef.demo", "reef.application"),
+    "reef.harness": ("reef.service", "reef.cli", "reef.demo", "reef.application", "reef.recipes"),
     # Running untrusted things: used by harness episodes and discovery, knows neither.
     "reef.sandbox": (
         "reef.service",
@@ -105,7 +134,7 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
         "reef.inference.upstream",
         "reef.learning.learner",
         "reef.learning.steps",
-        "reef.learning.training",
+        "reef.learning.backends",
         "torch",
         "sqlalchemy",
     ),
@@ -150,3 +179,14 @@ def test_the_walker_notices_an_upward_import(tmp_path: Path, monkeypatch: pytest
     (fake / "bad.py").write_text("from reef.service.app import create_app\n")
     monkeypatch.setattr(sys.modules[__name__], "PACKAGE", tmp_path / "reef")
     assert _violations() == ["reef.core.bad imports reef.service.app (forbidden for reef.core)"]
+
+
+def test_importing_the_service_and_the_command_line_imports_no_torch() -> None:
+    import subprocess
+
+    probe = (
+        "import sys, reef.service.app, reef.application.runtime, reef.cli.main, reef.recipes.sft, reef.recipes.rl; "
+        "print(sorted(m for m in ('torch', 'transformers', 'peft') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from reef.cli.discover_report import write_discover_report
-from reef.cli.discover_search import CONTROL_FOLD_S, CONTROL_MARGIN, SearchRun
 from reef.cli.main import build_parser
+from reef.demo.discover_report import write_discover_report
+from reef.demo.discover_search import CONTROL_FOLD_S, CONTROL_MARGIN, SearchRun
 
 
 def test_the_report_draws_both_curves_and_the_best_packing_as_circles(tmp_path: Path) -> None:

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from reef.application.runtime import Runtime
 from reef.core.settings import EvaluationSettings, InferenceSettings, LearningSettings, Settings, StorageSettings
 from reef.inference.local import LocalEngine
-from reef.learning.runtime import Runtime
 from reef.releases.commit_log import FileCommitLog
 from reef.releases.git import open_release_store
 from reef.storage import open_record_store

@@ -11,10 +11,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from reef.application.runtime import Runtime
 from reef.core.records import Record
 from reef.core.settings import EvaluationSettings, InferenceSettings, LearningSettings, Settings, StorageSettings
 from reef.learning.base import Recipe
-from reef.learning.runtime import Runtime
 from reef.releases import FileCommitLog
 from reef.releases.git import open_release_store
 from reef.storage.base import RecordStore

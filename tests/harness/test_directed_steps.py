@@ -11,8 +11,8 @@ from typing import Any
 import httpx
 import pytest
 
+from reef.application.runtime import Runtime
 from reef.core.settings import EvaluationSettings, LearningSettings, Settings, StorageSettings
-from reef.learning.runtime import Runtime
 from reef.recipes.evolve import Evolve
 from reef.releases.commit_log import FileCommitLog
 from reef.releases.git import open_release_store

@@ -10,9 +10,9 @@ from pathlib import Path
 import httpx
 import pytest
 
+from reef.application.runtime import Runtime
 from reef.core.settings import EvaluationSettings, LearningSettings, Settings, StorageSettings
 from reef.harness.tree import tree_from_json
-from reef.learning.runtime import Runtime
 from reef.recipes.meta_harness import MetaHarness, candidate_id
 from reef.releases.commit_log import FileCommitLog
 from reef.releases.git import open_release_store

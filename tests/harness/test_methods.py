@@ -5,12 +5,12 @@ from __future__ import annotations
 import random
 
 from reef.harness.chat import chat_harness_of
-from reef.harness.method import fallback_mutations
 from reef.harness.proposals import ProposalQueue
 from reef.harness.tree import HarnessTree, Node, load_tree
 from reef.recipes.ace import Ace, playbook
 from reef.recipes.evolve import Evolve
 from reef.recipes.gepa import Gepa, pareto_front, sample_parent
+from reef.recipes.harness_method import fallback_mutations
 from reef.recipes.reasoning_bank import ReasoningBank, retrieve
 from tests.harness.conftest import QUESTIONS, batch_of
 

@@ -27,7 +27,7 @@ def greedy_rollout(base_model_path: Path) -> Callable[[list[dict], int], dict]:
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
-        from reef.learning.training.samples import collate, render_prompt, token_logprobs
+        from reef.training.samples import collate, render_prompt, token_logprobs
 
         tokenizer = AutoTokenizer.from_pretrained(base_model_path)
         model = AutoModelForCausalLM.from_pretrained(base_model_path, dtype=torch.float32)

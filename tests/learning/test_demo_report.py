@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from reef.cli.config import load_settings, parse_overrides
-from reef.cli.demo_api import Answer
-from reef.cli.demo_distillation import gap_closed
-from reef.cli.demo_recipes import PROFILES
-from reef.cli.demo_report import curve_svg, learning_curve_points, render_report, write_report
-from reef.cli.demo_server import free_port, serve_command
-from reef.cli.demo_tasks import DemoTask
+from reef.application.config import load_settings, parse_overrides
+from reef.demo.api import Answer
+from reef.demo.distillation import gap_closed
+from reef.demo.recipes import PROFILES
+from reef.demo.report import curve_svg, learning_curve_points, render_report, write_report
+from reef.demo.server import free_port, serve_command
+from reef.demo.tasks import DemoTask
 
 
 def _result() -> dict:
@@ -108,7 +108,7 @@ def test_the_serve_command_parses_as_valid_settings(tmp_path: Path) -> None:
 
 
 def test_the_intervals_of_a_held_out_score() -> None:
-    from reef.cli.demo_api import mean_interval, wilson_interval
+    from reef.demo.api import mean_interval, wilson_interval
 
     low, high = wilson_interval(10, 35)
     assert 0.15 < low < 10 / 35 < high < 0.46
@@ -138,9 +138,9 @@ def test_the_opd_demo_says_what_share_of_the_gap_to_its_teacher_the_student_clos
 def test_the_two_phase_figures_say_what_was_learned_and_what_was_kept() -> None:
     from types import SimpleNamespace
 
-    from reef.cli.demo_api import Measurement
-    from reef.cli.demo_phases import FIRST, SECOND, phase_figures, split_by_phase
-    from reef.cli.demo_tasks import generate
+    from reef.demo.api import Measurement
+    from reef.demo.phases import FIRST, SECOND, phase_figures, split_by_phase
+    from reef.demo.tasks import generate
 
     first, second = split_by_phase(generate("test", 35))
     assert {t.family for t in first} == set(FIRST) and {t.family for t in second} == set(SECOND)
@@ -155,7 +155,7 @@ def test_the_two_phase_figures_say_what_was_learned_and_what_was_kept() -> None:
 
 
 def test_recipe_config_from_the_command_line_updates_the_profile_key_by_key(tmp_path: Path) -> None:
-    from reef.cli.demo_recipes import demo_profile, recipe_config_flag
+    from reef.demo.recipes import demo_profile, recipe_config_flag
 
     overrides = recipe_config_flag('{"teacher": "ema", "importance_cap": 0}')
     profile = demo_profile("sdft", overrides)

@@ -11,9 +11,9 @@ import pytest
 from rich.console import Console
 
 from reef.cli import demo_rounds
-from reef.cli.demo_api import Measurement
-from reef.cli.demo_recipes import PROFILES
-from reef.cli.demo_result import DemoRun
+from reef.demo.api import Measurement
+from reef.demo.recipes import PROFILES
+from reef.demo.result import DemoRun
 
 
 class Clock:

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from reef.cli.demo_tasks import (
+from reef.demo.tasks import (
     FAMILIES,
     SPLITS,
     DemoTask,

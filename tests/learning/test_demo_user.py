@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from reef.cli.demo_user import COMPLAINT, FAREWELL, HINT, MAX_WORDS, accepts, gate_acceptance, judge, questions, reply
+from reef.demo.user import COMPLAINT, FAREWELL, HINT, MAX_WORDS, accepts, gate_acceptance, judge, questions, reply
 from reef.judge.base import JudgeRequest
 
 

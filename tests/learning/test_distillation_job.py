@@ -9,7 +9,7 @@ from reef.core.errors import BadRequest
 from reef.core.settings import InferenceSettings, LearningSettings, Settings, TrainingSettings
 from reef.learning.base import TrainingJob
 from reef.learning.recipes_registry import load_recipe
-from reef.learning.training.job import run_training_job
+from reef.training.job import run_training_job
 
 pytestmark = pytest.mark.model
 

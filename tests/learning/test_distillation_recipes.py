@@ -12,10 +12,10 @@ from reef.core.errors import BadRequest
 from reef.core.records import Record
 from reef.core.settings import LearningSettings, Settings
 from reef.learning.recipes_registry import load_recipe
-from reef.learning.training.teacher_spec import parse_teacher
 from reef.recipes.distillation import with_context
 from reef.recipes.opd import multi_turn_sample
 from reef.releases.git import open_release_store
+from reef.training.teacher_spec import parse_teacher
 
 _sequence = itertools.count(1)
 QUESTION = [{"role": "user", "content": "2+2?"}]

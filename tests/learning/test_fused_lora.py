@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import torch
 
-from reef.learning.training import chunked_logprobs
-from reef.learning.training.chunked_logprobs import chunked_token_logprobs
-from reef.learning.training.fused_lora import FusedLoraProjection, fuse_lora_projections
+from reef.training import chunked_logprobs
+from reef.training.chunked_logprobs import chunked_token_logprobs
+from reef.training.fused_lora import FusedLoraProjection, fuse_lora_projections
 
 SCALE = 2.0
 

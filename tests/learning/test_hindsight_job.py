@@ -6,7 +6,7 @@ import pytest
 
 from reef.core.settings import TrainingSettings
 from reef.learning.base import TrainingJob
-from reef.learning.training.job import run_training_job
+from reef.training.job import run_training_job
 
 pytestmark = pytest.mark.model
 

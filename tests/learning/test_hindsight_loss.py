@@ -9,8 +9,8 @@ import types
 import pytest
 import torch
 
-from reef.learning.training.hindsight import HindsightStep
-from reef.learning.training.teacher import SelfTeacher, completion_logits
+from reef.training.hindsight import HindsightStep
+from reef.training.teacher import SelfTeacher, completion_logits
 
 VOCAB = 11
 

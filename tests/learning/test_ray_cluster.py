@@ -27,7 +27,7 @@ from typing import Any
 import psutil
 import pytest
 
-from reef.learning.training import RayBackend
+from reef.learning.backends import RayBackend
 from tests.fakes.learning_recipe import DemoRecipe
 from tests.fakes.learning_world import QUESTIONS, consumed_steps, make_settings, open_world, started
 from tests.fakes.reef_process import free_port

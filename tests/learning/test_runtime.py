@@ -6,9 +6,9 @@ import asyncio
 
 import pytest
 
+from reef.application.runtime import Runtime
 from reef.core.errors import BadRequest, Conflict, NotFound
 from reef.core.settings import Settings, StorageSettings
-from reef.learning.runtime import Runtime
 from reef.releases import FileCommitLog, open_release_store
 from reef.storage.sql import open_record_store
 from tests.fakes.dict_engine import DictEngine
@@ -166,9 +166,9 @@ async def test_a_recipe_that_learns_nothing_serves_without_a_learner(tmp_path):
 
 
 async def test_a_harness_scenario_gives_the_engine_its_release_system_prompt(tmp_path, monkeypatch):
-    import reef.learning.serving as serving_module
-
-    monkeypatch.setattr(serving_module, "harness_system_prompt", lambda path: ((path / "rules.md").read_text(), ()))
+    monkeypatch.setattr(
+        FileRecipe, "serving_prompt", lambda self, path: ((path / "rules.md").read_text(), ()), raising=False
+    )
     world = make_world(tmp_path, recipe_cls=FileRecipe)
     await world.runtime.start()
     await world.runtime.ensure_scenario("agent")

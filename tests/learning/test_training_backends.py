@@ -11,13 +11,13 @@ from pathlib import Path
 import pytest
 
 from reef.core.settings import TrainingSettings
-from reef.learning.base import TrainingJob
-from reef.learning.training import (
+from reef.learning.backends import (
     LocalProcessBackend,
     RayBackend,
     TrainingFailed,
     open_training_backend,
 )
+from reef.learning.base import TrainingJob
 
 pytestmark = pytest.mark.model
 
@@ -87,7 +87,7 @@ def test_the_ray_backend_runs_the_same_job_as_a_ray_task(base_model_path, tmp_pa
 FAULTS_OF_REUSE = """
 import resource, sys
 import torch
-from reef.learning.training.local_backend import keep_freed_memory
+from reef.learning.backends.local import keep_freed_memory
 if sys.argv[1] == "keep":
     assert keep_freed_memory()
 def step():  # a step's activations: ten 4 MB blocks alive at once, then all freed

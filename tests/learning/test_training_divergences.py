@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from reef.learning.training import divergences
+from reef.training import divergences
 
 
 def distributions(seed: int = 0, shape: tuple[int, ...] = (2, 3, 5)) -> tuple[torch.Tensor, torch.Tensor]:

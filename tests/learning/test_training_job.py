@@ -10,7 +10,7 @@ import torch
 
 from reef.core.settings import TrainingSettings
 from reef.learning.base import TrainingJob
-from reef.learning.training.job import run_training_job
+from reef.training.job import run_training_job
 
 pytestmark = pytest.mark.model
 
@@ -53,7 +53,7 @@ def test_the_first_rl_step_on_an_on_policy_rollout_has_ratio_one_so_the_loss_is_
 ):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from reef.learning.training.samples import collate, render_prompt, token_logprobs
+    from reef.training.samples import collate, render_prompt, token_logprobs
 
     tokenizer = AutoTokenizer.from_pretrained(base_model_path)
     model = AutoModelForCausalLM.from_pretrained(base_model_path, dtype=torch.float32)

@@ -7,8 +7,8 @@ import math
 import pytest
 import torch
 
-from reef.learning.training.losses import clipped_policy_loss, resolve_loss, sft_loss
-from reef.learning.training.samples import collate
+from reef.training.losses import clipped_policy_loss, resolve_loss, sft_loss
+from reef.training.samples import collate
 
 
 def test_the_sft_loss_is_the_mean_negative_log_likelihood_of_the_masked_tokens():
@@ -71,6 +71,6 @@ def test_collate_aligns_the_completion_mask_and_recorded_logprobs_with_the_score
 
 def test_losses_resolve_by_builtin_name_or_dotted_path():
     assert resolve_loss("grpo") is resolve_loss("rl")
-    assert resolve_loss("reef.learning.training.losses:sft") is resolve_loss("sft")
+    assert resolve_loss("reef.training.losses:sft") is resolve_loss("sft")
     with pytest.raises(ValueError):
         resolve_loss("nope")

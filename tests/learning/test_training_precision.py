@@ -9,8 +9,8 @@ import torch
 
 from reef.core.settings import TrainingSettings
 from reef.learning.base import TrainingJob
-from reef.learning.training.chunked_logprobs import chunked_token_logprobs, completion_logprobs
-from reef.learning.training.precision import resolve_compute_dtype
+from reef.training.chunked_logprobs import chunked_token_logprobs, completion_logprobs
+from reef.training.precision import resolve_compute_dtype
 
 DEMONSTRATIONS = [
     ("Name a colour.", "Blue, like the sky on a clear day."),
@@ -69,8 +69,8 @@ def test_frozen_weights_stored_in_bfloat16_give_the_autocast_step_the_same_value
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from reef.learning.training.precision import compute_context, keep_adapter_deltas_fp32, store_frozen_weights
-    from reef.learning.training.samples import collate
+    from reef.training.precision import compute_context, keep_adapter_deltas_fp32, store_frozen_weights
+    from reef.training.samples import collate
 
     tokenizer = AutoTokenizer.from_pretrained(base_model_path)
     batch = collate(demonstrations(tokenizer), tokenizer.pad_token_id)
@@ -97,7 +97,7 @@ def test_auto_precision_is_bfloat16_for_a_lora_on_cuda_fp32_for_full_weights_and
 
 
 def demonstrations(tokenizer) -> list[dict]:
-    from reef.learning.training.samples import render_prompt
+    from reef.training.samples import render_prompt
 
     return [
         {
@@ -112,7 +112,7 @@ def demonstrations(tokenizer) -> list[dict]:
 def test_completion_log_probs_equal_the_full_logits_path_on_the_completion_positions(base_model_path: Path):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from reef.learning.training.samples import collate, token_logprobs
+    from reef.training.samples import collate, token_logprobs
 
     tokenizer = AutoTokenizer.from_pretrained(base_model_path)
     model = AutoModelForCausalLM.from_pretrained(base_model_path, dtype=torch.float32)
@@ -133,9 +133,9 @@ def test_a_few_bfloat16_steps_follow_the_fp32_full_logits_path(base_model_path: 
     from safetensors.torch import load_file
     from transformers import AutoTokenizer
 
-    from reef.learning.training.job import load_trainable_model, run_training_job
-    from reef.learning.training.losses import sft_loss
-    from reef.learning.training.samples import collate, token_logprobs
+    from reef.training.job import load_trainable_model, run_training_job
+    from reef.training.losses import sft_loss
+    from reef.training.samples import collate, token_logprobs
 
     tokenizer = AutoTokenizer.from_pretrained(base_model_path)
     samples = demonstrations(tokenizer)
@@ -175,7 +175,7 @@ def test_completion_logits_project_only_the_completion_positions_with_the_full_l
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from reef.learning.training.teacher import completion_logits
+    from reef.training.teacher import completion_logits
 
     tokenizer = AutoTokenizer.from_pretrained(base_model_path)
     config = LoraConfig(r=8, target_modules=["q_proj", "v_proj"], init_lora_weights=False, task_type="CAUSAL_LM")

@@ -1,5 +1,5 @@
 """The API is documented whole: /openapi.json describes every route the server answers (the `/v1` fast path
-included), its `/v1` request schemas agree with what Reef checks, and docs/http-api.md has a section for every
+included), its `/v1` request schemas agree with what Reef checks, and docs/reference/http-api.md has a section for every
 route, so a route added without documentation fails here."""
 
 from __future__ import annotations
@@ -16,11 +16,11 @@ from fastapi import FastAPI
 from fastapi.routing import APIRoute
 from openapi_spec_validator import validate as validate_openapi
 
+from reef.application.runtime import Runtime
 from reef.core.errors import BadRequest
 from reef.core.scenarios import Dialect
 from reef.core.settings import Settings, StorageSettings
 from reef.inference.translate import check_request
-from reef.learning.runtime import Runtime
 from reef.releases.commit_log import FileCommitLog
 from reef.releases.git import open_release_store
 from reef.service.app import create_app
@@ -135,7 +135,7 @@ async def test_every_route_in_the_document_has_a_section_in_http_api_md(served):
     _, http = served
     operations = {(method, path.rstrip("/") or "/") for method, path in _operations(await _document(http))}
     missing = operations - _documented_routes()
-    assert not missing, f"docs/http-api.md has no `### METHOD /path` section for {sorted(missing)}"
+    assert not missing, f"docs/reference/http-api.md has no `### METHOD /path` section for {sorted(missing)}"
 
 
 async def test_routes_left_out_of_the_document_are_still_documented(served):
@@ -144,7 +144,7 @@ async def test_routes_left_out_of_the_document_are_still_documented(served):
     hidden.discard(("GET", "/docs/oauth2-redirect"))  # Swagger UI's helper page, named in the /docs section
     assert ("GET", "/metrics") in hidden and ("GET", "/openapi.json") in hidden
     missing = hidden - _documented_routes()
-    assert not missing, f"docs/http-api.md has no section for {sorted(missing)}"
+    assert not missing, f"docs/reference/http-api.md has no section for {sorted(missing)}"
     assert "/docs/oauth2-redirect" in DOC.read_text(encoding="utf-8")
 
 

@@ -11,8 +11,8 @@ import httpx
 import orjson
 import pytest
 
+from reef.application.runtime import Runtime
 from reef.core.settings import LearningSettings, Settings, StorageSettings
-from reef.learning.runtime import Runtime
 from reef.releases.commit_log import FileCommitLog
 from reef.releases.git import open_release_store
 from reef.service.app import create_app

@@ -6,10 +6,10 @@ Importing this package does not import torch; only the job (in the training proc
 from __future__ import annotations
 
 from reef.core.settings import TrainingSettings
+from reef.learning.backends.local import LocalProcessBackend
+from reef.learning.backends.ray import RayBackend
 from reef.learning.base import TrainingBackend
-from reef.learning.training.jobfile import TrainingFailed
-from reef.learning.training.local_backend import LocalProcessBackend
-from reef.learning.training.ray_backend import RayBackend
+from reef.training.jobfile import TrainingFailed
 
 __all__ = ["LocalProcessBackend", "RayBackend", "TrainingFailed", "open_training_backend"]
 

@@ -19,11 +19,11 @@ from pathlib import Path
 from typing import Any
 
 from reef.learning.base import TrainingBackend, TrainingJob, TrainingResult
-from reef.learning.training.jobfile import TrainingFailed, job_from_json, job_to_json, result_from_json, result_to_json
+from reef.training.jobfile import TrainingFailed, job_from_json, job_to_json, result_from_json, result_to_json
 
 LOG_TAIL_BYTES = 4000
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # mallopt's parameter numbers (malloc.h)
-PRELOAD = ["torch", "transformers", "peft", "reef.learning.training.job"]
+PRELOAD = ["torch", "transformers", "peft", "reef.training.job"]
 _context_lock = threading.Lock()
 _context: Any = None
 
@@ -109,7 +109,7 @@ def _child_main(job_json: dict[str, Any], job_dir: str, threads: int, sender: Co
     import torch
 
     torch.set_num_threads(threads)
-    from reef.learning.training.job import run_training_job
+    from reef.training.job import run_training_job
 
     result = run_training_job(job_from_json(job_json), progress=lambda e: sender.send({"event": "progress", **e}))
     sender.send({"event": "result", **result_to_json(result)})

@@ -23,12 +23,11 @@ from typing import Any
 
 from rich.console import Console
 
-from reef.cli.demo import STARTUP_TIMEOUT_S
-from reef.cli.demo_api import Measurement, ReefAPI, wilson_interval
-from reef.cli.demo_recipes import RecipeProfile, demo_profile
-from reef.cli.demo_result import DemoRun, finish
-from reef.cli.demo_server import ReefServer, ServerFailed, free_port, serve_command, unwind_on_sigterm
-from reef.cli.demo_user import MAX_WORDS, Question, accepts, questions, reply
+from reef.demo.api import Measurement, ReefAPI, wilson_interval
+from reef.demo.recipes import RecipeProfile, demo_profile
+from reef.demo.result import DemoRun, finish
+from reef.demo.server import STARTUP_TIMEOUT_S, ReefServer, ServerFailed, free_port, serve_command, unwind_on_sigterm
+from reef.demo.user import MAX_WORDS, Question, accepts, questions, reply
 
 SCENARIO = "demo-openclawrl"
 MEASURE_MAX_TOKENS = 32  # enough for an answer to run past MAX_WORDS words
@@ -49,7 +48,7 @@ def run_openclawrl_demo(args: argparse.Namespace) -> int:
     run = DemoRun(recipe="openclawrl", metric="acceptance")
     tasks_path = state_dir / "validation-openclawrl.jsonl"
     rows = [
-        {"messages": [{"role": "user", "content": q.text}], "checker": "reef.cli.demo_user:gate_acceptance"}
+        {"messages": [{"role": "user", "content": q.text}], "checker": "reef.demo.user:gate_acceptance"}
         for q in bank["validation"]
     ]
     tasks_path.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
@@ -73,8 +72,8 @@ def run_openclawrl_demo(args: argparse.Namespace) -> int:
         "test_questions": len(bank["test"]),
         "validation_questions": len(bank["validation"]),
         "training_questions": len(bank["training"]),
-        "user": "simulated (scripted, reef.cli.demo_user)",
-        "judge": "rule-based (reef.cli.demo_user:judge), reads the user's reply",
+        "user": "simulated (scripted, reef.demo.user)",
+        "judge": "rule-based (reef.demo.user:judge), reads the user's reply",
         "serve_command": command[2:],
     }
     console.print(f"[bold]reef demo[/] · recipe openclawrl · state {state_dir} · {url}")

@@ -21,8 +21,8 @@ from typing import Any
 
 import torch
 
-from reef.learning.training.chunked_logprobs import body_and_head
-from reef.learning.training.teacher_spec import EMA_DIR
+from reef.training.chunked_logprobs import body_and_head
+from reef.training.teacher_spec import EMA_DIR
 
 Rows = list[tuple[list[int], list[int]]]  # (prompt ids, completion ids) per sample
 
@@ -170,7 +170,7 @@ def open_teacher(
 ) -> Teacher:
     """The teacher `config["teacher"]` names; `release` / `scenario` / path teachers come resolved in
     `config["teacher_path"]` (a directory without weights, such as a base release, is the `self` teacher)."""
-    from reef.learning.training.teacher_spec import holds_weights
+    from reef.training.teacher_spec import holds_weights
 
     kind = str(config.get("teacher", "self"))
     path = config.get("teacher_path")

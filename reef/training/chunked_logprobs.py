@@ -29,7 +29,7 @@ from typing import Any
 
 import torch
 
-from reef.learning.training.samples import token_logprobs
+from reef.training.samples import token_logprobs
 
 CHUNK_ROWS = 128  # 128 × 49,152 fp32 logits: 25 MB at a time
 KEPT_LOGITS_BYTES = 256 << 20  # the forward's logits kept for the backward up to this size (bfloat16: 2,730 rows)

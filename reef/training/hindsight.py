@@ -19,10 +19,10 @@ from typing import Any
 
 import torch
 
-from reef.learning.training import divergences
-from reef.learning.training.distillation import FULL_DISTRIBUTION, DistillationStep
-from reef.learning.training.losses import clipped_policy_loss
-from reef.learning.training.teacher import Teacher
+from reef.training import divergences
+from reef.training.distillation import FULL_DISTRIBUTION, DistillationStep
+from reef.training.losses import clipped_policy_loss
+from reef.training.teacher import Teacher
 
 
 class HindsightStep(DistillationStep):

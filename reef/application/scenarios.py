@@ -13,6 +13,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from reef.application.replica import Replica
+from reef.application.serving import ServingContexts
 from reef.coordination.election import Election
 from reef.coordination.hints import ReleaseHints
 from reef.core.errors import Conflict, NotFound
@@ -22,12 +24,10 @@ from reef.inference.base import Engine
 from reef.learning.base import Evaluator, Recipe, Selector
 from reef.learning.gate import GateSources
 from reef.learning.learner import Learner
-from reef.learning.replica import Replica
-from reef.learning.serving import ServingContexts
 from reef.releases.base import CommitLog, ReleaseStore
 from reef.storage.base import RecordStore, ScenarioInfo
 
-log = logging.getLogger("reef.learning.runtime")
+log = logging.getLogger("reef.application.runtime")
 
 
 class Scenarios:

@@ -9,10 +9,10 @@ import os
 import shlex
 from typing import Any, Literal
 
-from reef.cli.config import ConfigError, load_settings, parse_overrides
-from reef.cli.demo_api import Answer
-from reef.cli.demo_distillation import TEACHER_SCENARIO
-from reef.cli.demo_tasks import is_exact, partial_credit
+from reef.application.config import ConfigError, load_settings, parse_overrides
+from reef.demo.api import Answer
+from reef.demo.distillation import TEACHER_SCENARIO
+from reef.demo.tasks import is_exact, partial_credit
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -148,7 +148,7 @@ PROFILES: dict[str, RecipeProfile] = {
         "openclawrl", prompts_per_round=8, samples_per_prompt=2, temperature=0.8, max_tokens=32,
         learning_rate=1e-3, epochs=2, batch_size=16, micro_batch_size=8, rounds=12,
         target_modules=("q_proj", "v_proj"),
-        recipe_config={"judge_function": "reef.cli.demo_user:judge", "votes": 3},
+        recipe_config={"judge_function": "reef.demo.user:judge", "votes": 3},
     ),
 }  # fmt: skip
 # Harness methods on the chat adapter: greedy answers, the right answer in each report; no weights train. The

@@ -1,12 +1,35 @@
-"""A training job and its result as JSON, the form they take between the server and a training process."""
+"""A training job and its result, and their JSON form between the server and a training process."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
 from reef.core.errors import ReefError
-from reef.learning.base import TrainingJob, TrainingResult
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class TrainingJob:
+    """One training job, run outside the server process.
+
+    `samples` are JSON-able dicts whose shape the `loss` understands (token ids, advantages, …).
+    """
+
+    base_model_path: Path
+    parent_adapter_path: Path | None
+    samples: list[dict[str, Any]]
+    loss: str  # "sft" | "rl" | "grpo" | dotted function
+    config: dict[str, Any]
+    output_dir: Path
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class TrainingResult:
+    """The candidate adapter directory and the job's metrics (loss per step, …)."""
+
+    adapter_path: Path
+    metrics: dict[str, Any]
 
 
 class TrainingFailed(ReefError):

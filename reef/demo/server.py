@@ -14,6 +14,8 @@ from typing import IO, Any
 
 import httpx
 
+STARTUP_TIMEOUT_S = 600.0  # the embedded model loads (and llama.cpp maps it) before the first health answer
+
 
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that nothing listens on right now."""

@@ -27,7 +27,7 @@ from typing import Any
 import torch
 
 from reef.inference.local.llama import bfloat16_supported
-from reef.learning.training.fused_lora import fuse_lora_projections
+from reef.training.fused_lora import fuse_lora_projections
 
 FP32_ATTENTION = "reef_sdpa_fp32"
 COMPUTE_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}

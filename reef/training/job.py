@@ -21,18 +21,18 @@ from typing import Any
 import torch
 
 from reef.core.settings import TrainingSettings
-from reef.learning.base import TrainingJob, TrainingResult
-from reef.learning.training.chunked_logprobs import completion_logprobs
-from reef.learning.training.distillation import DISTILLATION_LOSSES, DistillationStep, with_teacher_prompt
-from reef.learning.training.hindsight import HindsightStep
-from reef.learning.training.losses import resolve_loss
-from reef.learning.training.precision import (
+from reef.training.chunked_logprobs import completion_logprobs
+from reef.training.distillation import DISTILLATION_LOSSES, DistillationStep, with_teacher_prompt
+from reef.training.hindsight import HindsightStep
+from reef.training.jobfile import TrainingJob, TrainingResult
+from reef.training.losses import resolve_loss
+from reef.training.precision import (
     compute_context,
     keep_adapter_deltas_fp32,
     resolve_compute_dtype,
     store_frozen_weights,
 )
-from reef.learning.training.samples import collate, tokenize_sample
+from reef.training.samples import collate, tokenize_sample
 
 DEFAULT_LEARNING_RATE = TrainingSettings.model_fields["learning_rate"].default
 

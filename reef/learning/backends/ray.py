@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from reef.learning.base import TrainingBackend, TrainingJob, TrainingResult
-from reef.learning.training.jobfile import TrainingFailed, job_from_json, job_to_json, result_to_json
+from reef.training.jobfile import TrainingFailed, job_from_json, job_to_json, result_to_json
 
-JOB_FUNCTION = "reef.learning.training.job:run_training_job"
+JOB_FUNCTION = "reef.training.job:run_training_job"
 
 
 class RayBackend(TrainingBackend):

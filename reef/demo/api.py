@@ -12,7 +12,7 @@ from typing import Any
 
 import httpx
 
-from reef.cli.demo_tasks import DemoTask, is_exact, partial_credit
+from reef.demo.tasks import DemoTask, is_exact, partial_credit
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -15,8 +15,8 @@ from typing import Any
 
 from rich.console import Console
 
-from reef.cli.demo_api import Measurement, ReefAPI
-from reef.cli.demo_tasks import DemoTask
+from reef.demo.api import Measurement, ReefAPI
+from reef.demo.tasks import DemoTask
 
 FIRST = ("add", "number", "name", "city")
 SECOND = ("color", "repeat", "first_letter")

@@ -12,10 +12,10 @@ from typing import Any
 
 from rich.console import Console
 
-from reef.cli.demo_api import Answer, Measurement, ReefAPI
-from reef.cli.demo_recipes import RecipeProfile
-from reef.cli.demo_result import DemoRun
-from reef.cli.demo_tasks import DemoTask, is_exact, training_rounds
+from reef.demo.api import Answer, Measurement, ReefAPI
+from reef.demo.recipes import RecipeProfile
+from reef.demo.result import DemoRun
+from reef.demo.tasks import DemoTask, is_exact, training_rounds
 
 MEASURE_MAX_TOKENS = 8  # a right answer is at most 4 tokens and the end of turn
 MIN_STEP_WAIT_S = 180.0

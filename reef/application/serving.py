@@ -14,23 +14,10 @@ from pathlib import Path
 from reef.core.errors import NotFound
 from reef.core.releases import Release
 from reef.inference.base import Engine, RequestContext
-from reef.learning.base import Recipe
+from reef.learning.base import Recipe, ServingPrompt
 from reef.releases.base import ReleaseStore
 
 _MAX_PINNED_CONTEXTS = 4096
-
-
-HarnessPrompt = tuple[str | None, tuple[tuple[str, str], ...]]  # (system prompt, example turns)
-
-
-def harness_system_prompt(release_dir: Path) -> HarnessPrompt:
-    """What a harness release gives a plain chat agent: its system prompt and its worked examples as turns."""
-    try:
-        from reef.harness.chat import chat_harness_for
-    except ImportError:
-        return None, ()
-    chat = chat_harness_for(release_dir)
-    return chat.system_prompt, chat.example_turns
 
 
 def release_dir(store: ReleaseStore, scenario: str, release_id: str | None) -> Path | None:
@@ -49,7 +36,7 @@ class ServingContexts:
         self.engine = engine
         # An agent whose gate runs it reads the tree from its own files: Reef prepends no harness prompt then.
         self.prepends_prompt = prepends_prompt
-        self._prompts: dict[str, HarnessPrompt] = {}  # scenario -> the serving release's chat harness
+        self._prompts: dict[str, ServingPrompt] = {}  # scenario -> the serving release's chat harness
         self._pinned: dict[tuple[str, str], RequestContext] = {}
         self._tips: set[tuple[str, str]] = set()  # pinned lineage tips: checked again on every request
 
@@ -83,7 +70,7 @@ class ServingContexts:
             self._tips.add((scenario, release_id))
         path = self.release_store.materialize(release)
         if self.recipe.surface == "harness":
-            prompt, turns = harness_system_prompt(path) if self.prepends_prompt else (None, ())
+            prompt, turns = self.recipe.serving_prompt(path) if self.prepends_prompt else (None, ())
             return RequestContext(scenario, release_id, system_prompt=prompt, example_turns=turns)
         # A release that is not the one loaded for the scenario is served like a candidate: from its files.
         candidate = path if self.recipe.surface == "weights" else None
@@ -98,7 +85,7 @@ class ServingContexts:
         """Serve `release` for `scenario`: its files loaded in the engine, its harness prompt kept in memory."""
         path = await asyncio.to_thread(self.release_store.materialize, release)
         if self.recipe.surface == "harness" and self.prepends_prompt:
-            self._prompts[scenario] = await asyncio.to_thread(harness_system_prompt, path)
+            self._prompts[scenario] = await asyncio.to_thread(self.recipe.serving_prompt, path)
         await self.engine.activate(scenario, release, path)
 
     def forget(self, scenario: str) -> None:

@@ -10,8 +10,8 @@ from typing import Any
 
 from rich.console import Console
 
-from reef.cli.demo_api import Measurement
-from reef.cli.demo_report import write_report
+from reef.demo.api import Measurement
+from reef.demo.report import write_report
 
 
 @dataclasses.dataclass

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from reef.cli.discover_search import SearchRun
+from reef.demo.discover_search import SearchRun
 
 WIDTH, HEIGHT, PAD = 560, 260, 40
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from reef.cli.demo_tasks import DemoTask
+from reef.demo.tasks import DemoTask
 
 TEACHER_SCENARIO = "demo-sft"
 
@@ -45,9 +45,9 @@ def reverse_kl_to_teacher(
     from peft import PeftModel
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from reef.learning.training.divergences import masked_mean, reverse_kl
-    from reef.learning.training.samples import render_prompt
-    from reef.learning.training.teacher import completion_logits
+    from reef.training.divergences import masked_mean, reverse_kl
+    from reef.training.samples import render_prompt
+    from reef.training.teacher import completion_logits
 
     tokenizer = AutoTokenizer.from_pretrained(base_path)
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id

@@ -34,7 +34,7 @@ from typing import Any
 
 import torch
 
-from reef.learning.training.chunked_logprobs import kept_cast
+from reef.training.chunked_logprobs import kept_cast
 
 
 class FusedLoraProjection(torch.autograd.Function):

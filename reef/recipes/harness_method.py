@@ -18,6 +18,7 @@ from typing import Any
 from reef.core.errors import BadRequest, ReefError
 from reef.harness.agent_gate import AgentEvaluator, agent_adapter
 from reef.harness.catalog import load_adapter
+from reef.harness.chat import chat_harness_for
 from reef.harness.directed import created_for_review, directed_mutations, instruction_rule
 from reef.harness.mutations import Mutation, apply_mutations, parse_mutations
 from reef.harness.proposals import ProposalQueue
@@ -25,7 +26,7 @@ from reef.harness.proposer import Proposer, open_proposer
 from reef.harness.render import write_tree
 from reef.harness.traces import TraceProcessor, is_failure, question_of
 from reef.harness.tree import HarnessTree, Node, load_tree
-from reef.learning.base import Batch, Evaluator, Processor, Recipe
+from reef.learning.base import Batch, Evaluator, Processor, Recipe, ServingPrompt
 from reef.learning.report_schema import report_schema
 
 log = logging.getLogger(__name__)
@@ -80,6 +81,10 @@ class HarnessRecipe(Recipe):
 
     def seed(self, directory: Path) -> None:
         write_tree(self.seed_tree(), directory)
+
+    def serving_prompt(self, release_dir: Path) -> ServingPrompt:
+        chat = chat_harness_for(release_dir)
+        return chat.system_prompt, chat.example_turns
 
     def seed_tree(self) -> HarnessTree:
         """The base tree: `recipe_config.seed_rules` (or a concise-answer rule) as one rules node."""

@@ -24,9 +24,9 @@ from typing import Any
 
 import torch
 
-from reef.learning.training import divergences
-from reef.learning.training.samples import render_prompt
-from reef.learning.training.teacher import Teacher, completion_logits, open_teacher
+from reef.training import divergences
+from reef.training.samples import render_prompt
+from reef.training.teacher import Teacher, completion_logits, open_teacher
 
 DISTILLATION_LOSSES = frozenset({"sdft", "sdpo", "opd", "openclawrl"})  # openclawrl: `hindsight`
 FULL_DISTRIBUTION: dict[str, Callable[..., torch.Tensor]] = {

@@ -12,6 +12,9 @@ import functools
 import logging
 from typing import Any
 
+from reef.application.scenarios import Scenarios
+from reef.application.search import serving_search
+from reef.application.serving import ServingContexts, release_dir
 from reef.coordination.election import Election, SoleElection
 from reef.coordination.hints import NoHints, ReleaseHints
 from reef.core.errors import BadRequest, Conflict, NotFound
@@ -26,9 +29,6 @@ from reef.learning.evaluation.tasks import GateTasks
 from reef.learning.gate import GateSources
 from reef.learning.growth import default_backend_factory
 from reef.learning.learner import Learner
-from reef.learning.scenarios import Scenarios
-from reef.learning.search import serving_search
-from reef.learning.serving import ServingContexts, harness_system_prompt, release_dir
 from reef.releases.base import CommitLog, ReleaseStore
 from reef.storage.base import RecordStore, ScenarioInfo
 
@@ -71,7 +71,7 @@ class Runtime:
             settings,
             context_for=self.context_for,
             gate_for=self.gate_tasks,
-            harness_prompt=harness_system_prompt,
+            harness_prompt=recipe.serving_prompt,
             release_dir=functools.partial(release_dir, releases),
         )
         self.serving = ServingContexts(
