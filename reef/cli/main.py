@@ -6,20 +6,20 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-import reef
 from reef.cli.demo import add_demo_command
 from reef.cli.discover import add_discover_command
 from reef.cli.releases import add_release_commands
 from reef.cli.serve import add_serve_command
 from reef.cli.status import add_status_command
 from reef.cli.training import add_training_commands
+from reef.cli.version import version_line
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="reef", description="Reef: serve an agent's model, record everything, learn from feedback."
     )
-    parser.add_argument("--version", action="version", version=f"reef {reef.__version__}")
+    parser.add_argument("--version", action="version", version=version_line())
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     add_serve_command(subparsers)
     add_status_command(subparsers)
