@@ -24,7 +24,8 @@ def builtin_recipe_names() -> list[str]:
     builtin = getattr(recipes_registry, "builtin_recipes", None)
     if builtin is not None:
         found = builtin()
-        return sorted(found if isinstance(found, (list, tuple, set)) else list(found))
+        items = found.values() if isinstance(found, dict) else found
+        return sorted(item if isinstance(item, str) else item.name for item in items)
     names = []
     for path in sorted((ROOT / "reef/recipes").glob("*.py")):
         module = importlib.import_module(f"reef.recipes.{path.stem}")
