@@ -1,4 +1,5 @@
-"""The layering of DESIGN.md: imports only point down. Walks every module's imports (lazy ones too)."""
+"""The layering of docs/developer/architecture.md: imports only point down. Walks every module's imports (lazy
+ones too)."""
 
 from __future__ import annotations
 
