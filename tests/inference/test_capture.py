@@ -1,0 +1,101 @@
+"""Token capture and scoring from vLLM and SGLang answers, on response bodies of the shape those servers send."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from reef.inference.capture import (
+    CAPTURE_FIELDS,
+    client_view,
+    score_request,
+    scores_from,
+    training_from_chat,
+    with_capture,
+)
+from reef.recipes.reports import Rollout
+
+BODIES = Path(__file__).parent / "bodies"
+CAPTURED = {
+    "prompt_token_ids": [1, 9690, 198, 4093, 314, 253, 3575, 2, 198],
+    "completion_token_ids": [42192, 2],
+    "logprobs": [-0.0913, -0.0031],
+}
+
+
+def body(name: str) -> dict:
+    return json.loads((BODIES / name).read_text())
+
+
+@pytest.mark.parametrize("name", ["vllm_chat_completion.json", "sglang_chat_completion.json"])
+def test_a_chat_answer_from_vllm_or_sglang_is_captured_as_the_embedded_engine_records_it(name):
+    assert training_from_chat(body(name)) == CAPTURED
+
+
+def test_a_captured_answer_gives_the_rl_recipes_a_policy_sample():
+    from reef.core.records import Record
+
+    record = Record.new("s", "inference", {"dialect": "chat", "request": {}, "training": CAPTURED}, created_at=0.0)
+    sample = Rollout.from_record(record).policy_sample()
+    assert sample == {
+        "prompt_ids": CAPTURED["prompt_token_ids"],
+        "completion_ids": [42192, 2],
+        "old_logprobs": [-0.0913, -0.0031],
+    }
+
+
+@pytest.mark.parametrize(
+    "spoil",
+    [
+        lambda b: b["choices"][0].pop("token_ids"),
+        lambda b: b.pop("prompt_token_ids"),
+        lambda b: b["choices"][0].__setitem__("logprobs", None),
+        lambda b: b["choices"][0]["logprobs"]["content"].pop(),  # one log-prob short of the ids
+        lambda b: b["choices"][0]["logprobs"]["content"][0].__setitem__("logprob", None),
+        lambda b: b["choices"][0].__setitem__("token_ids", [42192, "2"]),
+        lambda b: b.__setitem__("choices", []),
+    ],
+)
+def test_an_answer_whose_ids_and_logprobs_do_not_line_up_gives_no_capture(spoil):
+    answer = body("vllm_chat_completion.json")
+    spoil(answer)
+    assert training_from_chat(answer) is None
+
+
+def test_the_request_asks_for_ids_and_logprobs_and_the_client_sees_only_what_it_asked_for():
+    request = {"model": "m", "messages": [{"role": "user", "content": "capital of France?"}]}
+    assert with_capture(request) == {**request, **CAPTURE_FIELDS}
+    assert request == {"model": "m", "messages": [{"role": "user", "content": "capital of France?"}]}
+    for name in ("vllm_chat_completion.json", "sglang_chat_completion.json"):
+        view = client_view(body(name), request)
+        assert "prompt_token_ids" not in view and "token_ids" not in view["choices"][0]
+        assert "logprobs" not in view["choices"][0] and view["choices"][0]["message"]["content"] == "Paris"
+        asked = client_view(body(name), {**request, "logprobs": True})
+        assert asked["choices"][0]["logprobs"]["content"][0]["logprob"] == -0.0913
+
+
+def test_given_tokens_are_scored_from_vllm_prompt_logprobs():
+    path, request = score_request("vllm", "reef-abc", "smollm2", [1, 9690], [42192, 2])
+    assert path == "/v1/completions"
+    assert request == {"model": "reef-abc", "prompt": [1, 9690, 42192, 2], "max_tokens": 1, "prompt_logprobs": 0}
+    assert scores_from("vllm", body("vllm_prompt_logprobs.json"), [42192, 2]) == [-0.0913, -0.0031]
+
+
+def test_given_tokens_are_scored_from_sglang_input_token_logprobs():
+    path, request = score_request("sglang", "smollm2", "smollm2", [1, 9690], [42192, 2])
+    assert path == "/generate" and request["input_ids"] == [1, 9690, 42192, 2]
+    assert request["return_logprob"] is True and request["logprob_start_len"] == 2 and "lora_path" not in request
+    assert score_request("sglang", "reef-abc", "smollm2", [1], [2])[1]["lora_path"] == "reef-abc"
+    assert scores_from("sglang", body("sglang_generate_logprobs.json"), [42192, 2]) == [-0.0913, -0.0031]
+
+
+@pytest.mark.parametrize(
+    ("backend", "name"), [("vllm", "vllm_prompt_logprobs.json"), ("sglang", "sglang_generate_logprobs.json")]
+)
+def test_a_scoring_answer_about_other_tokens_is_an_error_not_a_score(backend, name):
+    with pytest.raises(ValueError):
+        scores_from(backend, body(name), [42192, 7])
+    with pytest.raises(ValueError):
+        scores_from(backend, {}, [42192, 2])
