@@ -99,3 +99,42 @@ def test_a_scoring_answer_about_other_tokens_is_an_error_not_a_score(backend, na
         scores_from(backend, body(name), [42192, 7])
     with pytest.raises(ValueError):
         scores_from(backend, {}, [42192, 2])
+
+
+class RecordedUpstream:
+    """Stands for the OpenAI-compatible server: answers every chat request with a recorded body."""
+
+    def __init__(self, name: str) -> None:
+        self.answer = body(name)
+        self.requests: list[dict] = []
+
+    async def complete(self, dialect, request, ctx):
+        from reef.inference.base import Completion
+
+        self.requests.append(request)
+        return Completion(200, json.dumps(self.answer).encode(), self.answer, request, ctx.release_id)
+
+
+@pytest.mark.parametrize(
+    ("backend", "name"), [("vllm", "vllm_chat_completion.json"), ("sglang", "sglang_chat_completion.json")]
+)
+async def test_a_launched_engine_asks_for_capture_records_it_and_answers_the_client_as_asked(
+    monkeypatch, backend, name
+):
+    import importlib.util
+
+    from reef.core.scenarios import Dialect
+    from reef.core.settings import InferenceSettings
+    from reef.inference.base import RequestContext
+    from reef.inference.launch import LaunchedEngine
+
+    monkeypatch.setattr(importlib.util, "find_spec", lambda module: object())  # vLLM / SGLang are not installed here
+    engine = LaunchedEngine(InferenceSettings(backend=backend, model_path="smollm2", served_model_name="smol"), backend)
+    engine._upstream = upstream = RecordedUpstream(name)
+    request = {"messages": [{"role": "user", "content": "capital of France?"}]}
+    completion = await engine.complete(Dialect.CHAT, request, RequestContext("s"))
+    assert upstream.requests[0]["logprobs"] is True and upstream.requests[0]["return_token_ids"] is True
+    assert completion.training == CAPTURED
+    sent = json.loads(completion.raw)
+    assert "token_ids" not in sent["choices"][0] and "logprobs" not in sent["choices"][0]
+    assert sent["choices"][0]["message"]["content"] == "Paris"
