@@ -5,7 +5,7 @@ from __future__ import annotations
 from reef.application.config import ConfigError
 from reef.core.capabilities import ENGINE_SUPPLIES, Capability
 from reef.core.settings import Settings
-from reef.learning.recipes_registry import recipe_class
+from reef.learning.recipes_registry import load_recipe
 
 _WHY: dict[Capability, str] = {
     Capability.TOKEN_CAPTURE: "the token ids and log-probs of each served answer",
@@ -15,8 +15,9 @@ _WHY: dict[Capability, str] = {
 
 
 def needed_capabilities(settings: Settings) -> frozenset[Capability]:
-    """What the configured recipe, and the gate's scoring, need from the engine."""
-    needs = set(recipe_class(settings.learning.recipe).needs)
+    """What the configured recipe, and the gate's scoring, need from the engine. The recipe is built from its
+    configuration first, so a bad `learning.recipe_config` is refused (BadRequest naming its key) before this is."""
+    needs = set(load_recipe(settings.learning.recipe, settings).needs)
     if settings.evaluation.scoring == "likelihood":
         needs.add(Capability.SCORE_GIVEN_TOKENS)
     return frozenset(needs)

@@ -13,12 +13,14 @@ from reef.core.settings import EvaluationSettings, InferenceSettings, LearningSe
 WEIGHTS = ["sft", "rl", "grpo", "sdft", "sdpo", "opd", "openclawrl", "tttd", "tttd-mean", "guidance_ttt"]
 NO_ENGINE_NEEDS = ["basic", "evolve", "gepa", "ace", "reasoning_bank", "meta_harness"]
 BACKENDS = ["upstream", "local", "vllm", "sglang"]
+# The least configuration each recipe accepts (the recipe is built, so its configuration is checked first).
+CONFIGS = {"opd": {"teacher": "ema"}, "openclawrl": {"judge_function": "reef.demo.user:judge"}}
 
 
 def settings(recipe: str, backend: str, scoring: str = "checker") -> Settings:
     return Settings(
         inference=InferenceSettings(backend=backend, upstream_url="http://127.0.0.1:9", model_path="smollm2"),
-        learning=LearningSettings(recipe=recipe),
+        learning=LearningSettings(recipe=recipe, recipe_config=CONFIGS.get(recipe, {})),
         evaluation=EvaluationSettings(scoring=scoring),
     )
 
