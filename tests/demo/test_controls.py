@@ -139,3 +139,31 @@ def demo_args(tmp_path: Path, **overrides: Any) -> argparse.Namespace:
     )  # fmt: skip
     values.update(overrides)
     return argparse.Namespace(**values)
+
+
+async def test_the_openclawrl_control_asks_each_held_out_question_after_the_preference_instruction():
+    from reef.demo.openclawrl import PREFERENCE_INSTRUCTION, measure
+    from reef.demo.user import Question
+
+    class SessionsAPI:
+        def __init__(self) -> None:
+            self.sent: list[list[dict[str, str]]] = []
+
+        async def complete(self, messages, temperature, max_tokens, tags=None, release_id=None):
+            self.sent.append(messages)
+            return (
+                ("Paris." if messages[0]["role"] == "system" else "The capital of France is " + "very " * 20),
+                "",
+                None,
+            )
+
+    api = SessionsAPI()
+    test = [Question("What is the capital of France?", "capital")] * 4
+    extra: dict[str, Any] = {}
+    prefix = [{"role": "system", "content": PREFERENCE_INSTRUCTION}]
+    control = await measure(api, test, "control", extra, prefix)
+    base = await measure(api, test, "base", extra)
+    assert all(m[0] == prefix[0] and m[-1]["content"] == test[0].text for m in api.sent[:4])
+    assert all(len(m) == 1 for m in api.sent[4:])
+    assert control.acceptance == 1.0 and base.acceptance == 0.0
+    assert set(extra["examples"]) == {"prompt_control", "baseline"}
