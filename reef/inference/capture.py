@@ -13,6 +13,7 @@ on-policy recipes learn from nothing else. vLLM and SGLang give the same facts w
   input_token_logprobs`: `[logprob, token_id, text]` per position).
 
 A body whose ids and log-probs do not line up gives no capture (None): a guess would train on the wrong tokens.
+Streamed answers: `reef.inference.capture_stream`.
 """
 
 from __future__ import annotations

@@ -31,6 +31,7 @@ from reef.core.scenarios import Dialect
 from reef.core.settings import InferenceSettings
 from reef.inference.base import Completion, CompletionStream, Engine, RequestContext
 from reef.inference.capture import client_view, score_request, scores_from, training_from_chat, with_capture
+from reef.inference.capture_stream import CapturingStream
 
 log = logging.getLogger(__name__)
 
@@ -214,7 +215,9 @@ class LaunchedEngine(Engine):
 
     async def stream(self, dialect: Dialect, body: dict[str, Any], ctx: RequestContext) -> CompletionStream:
         body, ctx = await self._route(body, ctx)
-        return await self._upstream.stream(dialect, body, ctx)
+        if dialect is not Dialect.CHAT or self._backend != "vllm":  # SGLang streams no token ids
+            return await self._upstream.stream(dialect, body, ctx)
+        return CapturingStream(await self._upstream.stream(dialect, with_capture(body), ctx), body)
 
     async def count_tokens(self, body: dict[str, Any], ctx: RequestContext) -> dict[str, Any]:
         return await self._upstream.count_tokens(body, ctx)

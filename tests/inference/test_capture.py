@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from reef.inference.base import CompletionStream, StreamFrame, StreamResult
 from reef.inference.capture import (
     CAPTURE_FIELDS,
     client_view,
@@ -15,6 +16,7 @@ from reef.inference.capture import (
     training_from_chat,
     with_capture,
 )
+from reef.inference.capture_stream import CapturingStream
 from reef.recipes.reports import Rollout
 
 BODIES = Path(__file__).parent / "bodies"
@@ -138,3 +140,43 @@ async def test_a_launched_engine_asks_for_capture_records_it_and_answers_the_cli
     sent = json.loads(completion.raw)
     assert "token_ids" not in sent["choices"][0] and "logprobs" not in sent["choices"][0]
     assert sent["choices"][0]["message"]["content"] == "Paris"
+
+
+class RecordedStream(CompletionStream):
+    """A finished upstream stream replayed frame by frame from a recorded SSE body."""
+
+    def __init__(self, raw: bytes, complete: bool = True) -> None:
+        self.request = {}
+        self.release_id = None
+        self.last_chunk = None
+        self.events = [e + b"\n\n" for e in raw.strip().split(b"\n\n")]
+        self.complete = complete
+
+    async def frames(self):
+        for event in self.events:
+            yield StreamFrame(event, terminal=event.startswith(b"data: [DONE]"))
+
+    def result(self) -> StreamResult:
+        return StreamResult(body={}, complete=self.complete)
+
+    async def aclose(self) -> None:
+        return None
+
+
+async def test_a_streamed_vllm_answer_is_captured_and_relayed_without_the_fields_reef_asked_for():
+    raw = (BODIES / "vllm_chat_stream.sse").read_bytes()
+    stream = CapturingStream(RecordedStream(raw), {"messages": [], "stream": True})
+    sent = [frame.data async for frame in stream.frames()]
+    assert stream.result().training == CAPTURED
+    assert len(sent) == 4 and sent[-1].startswith(b"data: [DONE]")
+    chunks = [json.loads(frame[len(b"data: ") :]) for frame in sent[:-1]]
+    assert all("prompt_token_ids" not in c and "token_ids" not in c["choices"][0] for c in chunks)
+    assert all("logprobs" not in c["choices"][0] for c in chunks)
+    assert "".join(c["choices"][0]["delta"].get("content", "") for c in chunks) == "Paris"
+
+
+async def test_a_stream_cut_short_gives_no_capture():
+    raw = (BODIES / "vllm_chat_stream.sse").read_bytes()
+    stream = CapturingStream(RecordedStream(raw, complete=False), {"messages": []})
+    _ = [frame async for frame in stream.frames()]
+    assert stream.result().training is None
