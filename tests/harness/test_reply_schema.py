@@ -24,9 +24,15 @@ from reef.harness.reply_schema import (
     NODE_KINDS,
     NODES_REPLY,
     NODES_SCHEMA,
+    STRATEGY_REPLY,
+    STRATEGY_SCHEMA,
+    TIPS_REPLY,
+    TIPS_SCHEMA,
     reply_max_tokens,
 )
+from reef.recipes.ace import parse_tips
 from reef.recipes.evolve import Evolve
+from reef.recipes.reasoning_bank import parse_item
 from tests.harness.conftest import QUESTIONS, batch_of
 
 FOUR = dict(list(QUESTIONS.items())[:4])
@@ -52,7 +58,7 @@ def test_an_unconstrained_reply_never_breaks_the_parser_it_gives_mutations_or_no
 def test_the_schemas_compile_to_grammars_the_embedded_engine_enforces():
     from reef.inference.local.structured import grammar_of
 
-    for reply in (NODES_REPLY, COMPOSITION_REPLY):
+    for reply in (NODES_REPLY, COMPOSITION_REPLY, TIPS_REPLY, STRATEGY_REPLY):
         assert grammar_of({"messages": [], "response_format": reply}) is not None
 
 
@@ -117,3 +123,19 @@ def test_a_reply_decoded_under_the_schema_always_parses_even_from_random_tokens(
     composition = constrained_random_reply(tokenizer, COMPOSITION_REPLY, seed, reply_max_tokens(COMPOSITION_SCHEMA, 0))
     chosen = json.loads(composition)
     assert set(chosen) == {"parent", "nodes"} and chosen["nodes"]
+    tips = constrained_random_reply(tokenizer, TIPS_REPLY, seed, reply_max_tokens(TIPS_SCHEMA, 0))
+    assert 1 <= len(json.loads(tips)) <= 3 and isinstance(parse_tips(tips, 3), list)
+    strategy = constrained_random_reply(tokenizer, STRATEGY_REPLY, seed, reply_max_tokens(STRATEGY_SCHEMA, 0))
+    assert set(json.loads(strategy)) == {"title", "strategy"}
+
+
+@given(st.lists(st.text(min_size=8, max_size=200).filter(lambda t: len(t.strip()) >= 8), min_size=1, max_size=3))
+@hypothesis_settings(max_examples=100, deadline=None)
+def test_every_reply_of_the_tips_schema_parses_into_its_tips(tips):
+    assert parse_tips(json.dumps(tips), 3) == [t.strip() for t in tips]
+
+
+def test_a_strategy_reply_of_the_schema_becomes_a_bank_item():
+    trace = {"messages": [{"role": "user", "content": "what is 2 + 2?"}], "score": 0.0}
+    item = parse_item('{"title":"sums","strategy":"Add the numbers and reply with the sum only."}', trace)
+    assert item is not None and item["title"] == "sums" and item["content"].startswith("Add the numbers")
