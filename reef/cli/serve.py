@@ -82,12 +82,14 @@ def open_engine(settings: Settings) -> Any:
 
 def build_app(settings: Settings) -> Any:
     """Open every part named by `settings` and return the ASGI app."""
+    from reef.application.capability import check_engine_capability
     from reef.application.runtime import Runtime
     from reef.cli.workers import shared_writer_fd
     from reef.releases.git import open_release_store
     from reef.service.app import create_app
     from reef.storage.sql import open_record_store
 
+    check_engine_capability(settings)  # before the engine loads: a recipe it cannot feed would never learn
     storage = settings.storage
     storage.dir.mkdir(parents=True, exist_ok=True)
     engine = open_engine(settings)

@@ -11,6 +11,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
+from reef.core.capabilities import Capability
 from reef.core.records import Record
 from reef.core.settings import Settings
 from reef.training.jobfile import TrainingJob, TrainingResult
@@ -31,6 +32,12 @@ class Batch:
 
 class Processor(abc.ABC):
     """Turns a scenario's records into training batches; pure, fast, no I/O."""
+
+    def skipped_counts(self) -> dict[str, int]:
+        """How many reports (or turns) it could not learn from, by reason (`no_training_capture`, …), since start;
+        `/reef/status` shows them per scenario so that a path that cannot learn is never silent."""
+        counts = getattr(self, "skipped", None)
+        return {str(reason): int(n) for reason, n in sorted(counts.items())} if counts else {}
 
     @abc.abstractmethod
     def ingest(self, record: Record) -> None:
@@ -153,6 +160,8 @@ class Recipe(abc.ABC):
     takes_instructions: ClassVar[bool] = False
     # The selection policy of a step that carries an instruction (None: the scenario's own policy).
     instruction_policy: ClassVar[str | None] = None
+    # What this recipe needs from the serving engine; `reef serve` refuses an engine that cannot supply it.
+    needs: ClassVar[frozenset[Capability]] = frozenset()
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings

@@ -79,6 +79,11 @@ class HarnessRecipe(Recipe):
     def config(self) -> dict[str, Any]:
         return dict(self.settings.learning.recipe_config)
 
+    @property
+    def proposer_off(self) -> bool:
+        """`recipe_config.proposer: off`: every step is the deterministic fallback (failing examples as memory)."""
+        return self.config.get("proposer") == "off"
+
     def seed(self, directory: Path) -> None:
         write_tree(self.seed_tree(), directory)
 
@@ -117,7 +122,10 @@ class HarnessRecipe(Recipe):
         proposer = self.proposer(ctx)
         given = StepInput(tree, list(batch.samples), state, ledger, proposer, ctx, batch.instruction, commits)
         try:
-            output = await (self.directed_step(given) if batch.instruction else self.step(given))
+            if self.proposer_off and not batch.instruction:  # the method without its learned part: a control arm
+                output = StepOutput(fallback_mutations(tree, given.traces), state, {"proposer_off": True}, "fallback")
+            else:
+                output = await (self.directed_step(given) if batch.instruction else self.step(given))
         except ReefError as exc:  # an unreachable or failing proposer must not stall learning
             log.warning("harness %s: the proposer failed (%s); using the fallback", self.name, exc.message)
             fallback = (

@@ -25,6 +25,7 @@ import shutil
 from pathlib import Path
 from typing import Any, ClassVar
 
+from reef.core.capabilities import Capability
 from reef.core.errors import BadRequest
 from reef.discovery.archive import Archive, Attempt
 from reef.discovery.problem import Problem, ProblemError, load_problem, parses
@@ -36,7 +37,7 @@ from reef.learning.report_schema import report_schema
 from reef.recipes.entropic import entropic_advantages
 from reef.recipes.rl import require_score
 from reef.recipes.tttd_grid import Advantages, GridProcessor
-from reef.recipes.weights import WeightsRecipe
+from reef.recipes.weights import ON_POLICY_NEEDS, WeightsRecipe
 from reef.sandbox import Limits
 
 _CELL = {"type": "integer", "minimum": 0}
@@ -53,6 +54,8 @@ class NoGate(Evaluator):
 
 class TTTDRecipe(WeightsRecipe):
     """Test-time training on a discovery problem with entropic leave-one-out advantages."""
+
+    needs: ClassVar[frozenset[Capability]] = ON_POLICY_NEEDS  # learns from its recorded rollouts
 
     name: ClassVar[str] = "tttd"
     loss_name: ClassVar[str] = "rl"
