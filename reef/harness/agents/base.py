@@ -56,12 +56,14 @@ class Agent(abc.ABC):
         return str(load_adapter(self.name).requires["version"])
 
     def installed_version(self, binary: str | None = None) -> str | None:
-        """`BINARY --version`'s version number, or None when the binary is missing or says none."""
+        """`BINARY --version`'s version number (pi prints it on stderr), or None when there is none."""
         path = shutil.which(binary or self.name)
         if path is None:
             return None
         try:
-            said = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=30).stdout
+            said = subprocess.run(
+                [path, "--version"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=30
+            ).stdout
         except (OSError, subprocess.SubprocessError):
             return None
         found = _VERSION.search(said)
