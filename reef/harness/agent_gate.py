@@ -42,8 +42,10 @@ log = logging.getLogger(__name__)
 GateFor = Callable[[str], GateTasks]
 ReleaseDir = Callable[[str, str | None], Path | None]
 AGENT_EPISODES = frozenset(AGENTS)  # adapters whose agent the gate can run
-# How the serving engine refuses a prompt it cannot hold (`reef.inference.local.request`), as the agent relays it.
+# How an engine refuses a prompt it cannot hold, as the agent relays it: (request tokens, context tokens) from
+# Reef's embedded engine (`reef.inference.local.request`), then (context, request) from an OpenAI-style server.
 _TOO_LARGE = re.compile(r"the prompt has (\d+) tokens; the model's context is (\d+)")
+_TOO_LARGE_OPENAI = re.compile(r"maximum context length is (\d+) tokens\. However, you requested (\d+) tokens")
 
 
 class EpisodeErrors(RuntimeError):
@@ -159,13 +161,18 @@ class AgentEvaluator(Evaluator):
     def _refuse_too_large(self, runs: list[tuple[EpisodeResult, EpisodeResult]]) -> None:
         """Fail closed when the model refused an episode's prompt as larger than its context."""
         for run in (run for pair in runs for run in pair):
-            found = _TOO_LARGE.search(json.dumps(run.trajectory) + run.stderr_tail) if run.error else None
-            if found:
-                tokens, context = found.groups()
-                raise PromptTooLarge(
-                    f"agent {self.episodes.agent.name!r} sent a request of {tokens} tokens; the serving model's "
-                    f"context is {context} tokens: serve a model with a larger context or set harness.gate to chat"
-                )
+            said = json.dumps(run.trajectory) + run.stderr_tail if run.error else ""
+            ours, openai = _TOO_LARGE.search(said), _TOO_LARGE_OPENAI.search(said)
+            if ours:
+                tokens, context = ours.groups()
+            elif openai:
+                context, tokens = openai.groups()
+            else:
+                continue
+            raise PromptTooLarge(
+                f"agent {self.episodes.agent.name!r} sent a request of {tokens} tokens; the serving model's "
+                f"context is {context} tokens: serve a model with a larger context or set harness.gate to chat"
+            )
 
     async def _episode(
         self, scenario: str, evaluation_id: str, side: str, tree: HarnessTree, task: Task
