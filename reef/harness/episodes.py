@@ -191,9 +191,8 @@ class AgentEpisodes:
             stderr_tail=stderr.decode("utf-8", "replace")[-STDERR_TAIL_CHARS:],
         )
 
-    @staticmethod
-    def _sandboxed(root: Path, work: Path, binary_dir: Path) -> list[str]:
-        return bwrap_prefix(root, work, needed_under_tmp(binary_dir))
+    def _sandboxed(self, root: Path, work: Path, binary_dir: Path) -> list[str]:
+        return bwrap_prefix(root, work, [*needed_under_tmp(binary_dir), *self.agent.runtime_paths(self.binary)])
 
 
 async def chat_episode(engine: Engine, tree: HarnessTree, task: str, binding: ModelBinding) -> EpisodeResult:

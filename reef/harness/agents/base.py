@@ -69,6 +69,21 @@ class Agent(abc.ABC):
         found = _VERSION.search(said)
         return found.group(0) if found else None
 
+    def runtime_paths(self, binary: str) -> list[Path]:
+        """What the agent's binary needs to run inside a sandbox that hides the host: its npm package directory
+        (native parts included) and, for a Node script, the `node` interpreter's directory."""
+        real = Path(shutil.which(binary) or binary).resolve()
+        package = next((p for p in real.parents if (p / "package.json").is_file()), real.parent)
+        paths = [package]
+        try:
+            shebang = real.open("rb").readline(256)
+        except OSError:
+            shebang = b""
+        node = shutil.which("node")
+        if b"node" in shebang and node is not None:
+            paths.append(Path(node).resolve().parent)
+        return paths
+
     @abc.abstractmethod
     def config_dir(self, root: Path) -> Path:
         """Where, inside the episode root, the agent reads its harness (the adapter's files are rendered there)."""
