@@ -2,7 +2,7 @@
 (tests/fakes/scripted_model.py) that answers its first request with a streamed shell-tool call writing what the
 agent's harness says, then a final message; the candidate tree's rule changes the check's outcome, and the gate's
 verdict follows it. A crashing or hanging agent is an error whose pair is dropped, and a prompt the model cannot
-hold fails the evaluation closed naming the agent.
+hold fails the evaluation closed naming the agent; the agent cannot read the host's state directory or home.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from reef.core.settings import HarnessSettings, Settings, StorageSettings
-from reef.harness.agent_gate import AgentEvaluator, PromptTooLarge
+from reef.harness.agent_gate import AgentEvaluator, EpisodeErrors, PromptTooLarge
 from reef.harness.agents import AGENTS
 from reef.harness.episodes import AgentEpisodes, ModelBinding
 from reef.harness.render import write_tree
@@ -96,20 +96,27 @@ async def test_the_candidate_trees_rule_changes_what_the_agent_writes_and_the_ga
 
 
 @pytest.mark.parametrize("agent", AGENT_NAMES)
-async def test_a_crashing_or_hanging_agent_is_an_error_and_its_pair_is_dropped(agent, scripted, tmp_path):
-    rows = [
-        WRITE_TASK,
-        {"prompt": "SCRIPTED-CRASH", "check": {"file": "answer.txt", "contains": MARKER}},
-        {"prompt": "SCRIPTED-HANG", "check": {"file": "answer.txt", "contains": MARKER}},
-    ]
-    evaluator = gate(agent, scripted, tmp_path, rows, max_error_fraction=0.7, timeout_s=30)
+async def test_a_crashing_agent_is_an_error_and_its_pair_is_dropped_not_scored_0(agent, scripted, tmp_path):
+    rows = [WRITE_TASK, {"prompt": "SCRIPTED-CRASH", "check": {"file": "answer.txt", "contains": MARKER}}]
+    evaluator = gate(agent, scripted, tmp_path, rows, max_error_fraction=0.5)
     candidate, current = await evaluator.paired_scores("s", tmp_path / "candidate", None)
-    assert (candidate, current) == ([1.0], [0.0])  # the two broken pairs are gone, not 0s
+    assert (candidate, current) == ([1.0], [0.0])  # the crashed pair is gone, not a 0 on either side
     details = evaluator.details("s")
-    assert details is not None and details["dropped_pairs"] == ["task1", "task2"]
-    by_task = {task: [e for e in details["episodes"] if e["task_id"] == task] for task in ("task1", "task2")}
-    assert all(e["exit_status"] != 0 and e["error"] and e["score"] is None for e in by_task["task1"])
-    assert all(e["timed_out"] and e["error"] == "timed out" for e in by_task["task2"])
+    assert details is not None and details["dropped_pairs"] == ["task1"]
+    crashed = [e for e in details["episodes"] if e["task_id"] == "task1"]
+    assert all(e["exit_status"] not in (0, None) and not e["timed_out"] and e["score"] is None for e in crashed)
+
+
+@pytest.mark.parametrize("agent", AGENT_NAMES)
+async def test_a_hanging_agent_is_killed_at_the_timeout_and_the_gate_fails_closed(agent, scripted, tmp_path):
+    rows = [{"prompt": "SCRIPTED-HANG", "check": {"file": "answer.txt", "contains": MARKER}}]
+    evaluator = gate(agent, scripted, tmp_path, rows, max_error_fraction=1.0, timeout_s=5)
+    with pytest.raises(EpisodeErrors, match="1 of 1 episode pairs ended in errors"):
+        await evaluator.paired_scores("s", tmp_path / "candidate", None)
+    details = evaluator.details("s")
+    assert details is not None and details["dropped_pairs"] == ["task0"]
+    assert all(e["timed_out"] and e["error"] == "timed out" for e in details["episodes"])
+    assert not list(tmp_path.glob("reef-episode-*"))  # both roots removed, nothing left running in them
 
 
 @pytest.mark.parametrize("agent", AGENT_NAMES)
