@@ -171,7 +171,8 @@ class HarnessRecipe(Recipe):
         return StepOutput(mutations, given.state, {"proposer_reply": reply[:600]}, source, fallback=False)
 
     def agent_evaluator(self, gate_for: Any, release_dir: Any) -> Evaluator | None:
-        """The agent gate when the scenario's adapter has an agent Reef can run (pi), else None (the chat gate)."""
+        """The agent gate when the scenario's adapter has an agent Reef can run (pi, claude, codex, opencode), else None
+        (the chat gate)."""
         if agent_adapter(self.settings) is None:
             return None
         return AgentEvaluator(self.settings, gate_for, release_dir)
