@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 
 
 class _Section(BaseModel):
@@ -164,6 +164,51 @@ class ObservabilitySettings(_Section):
     service_name: str = "reef"
 
 
+class RolloutSettings(_Section):
+    mode: Literal["immediate", "canary"] = Field(
+        "immediate",
+        description=(
+            "what a release the gate accepts does: `immediate` serves it for all traffic at once; `canary` opens a "
+            "rollout that serves it to a share of the traffic until live reports decide (a scenario's own mode is "
+            "set with POST /reef/scenarios/{s}/update rollout_mode)"
+        ),
+    )
+    canary_share: float = Field(
+        0.1,
+        gt=0,
+        lt=1,
+        description="the share of the scenario's traffic (sessions, users or requests) the canary serves",
+    )
+    alpha: float = Field(
+        0.05,
+        gt=0,
+        lt=1,
+        description="the sequential test's level: the chance, however often it is looked at, of deciding for a "
+        "difference that is not there",
+    )
+    max_duration_s: float = Field(
+        86400.0, gt=0, description="a rollout still undecided after this many seconds ends with `on_timeout`"
+    )
+    max_reports: int = Field(
+        2000, gt=0, description="a rollout still undecided after this many attributed reports ends with `on_timeout`"
+    )
+    on_timeout: Literal["promote", "rollback"] = Field(
+        "promote",
+        description="what an undecided rollout does at its limit (`promote`: the offline gate already accepted it)",
+    )
+    score_min: float = Field(0.0, description="the lowest report score; scores below are counted as this")
+    score_max: float = Field(1.0, description="the highest report score; scores above are counted as this")
+    check_interval_s: float = Field(
+        1.0, gt=0, description="how often the scenario's learner replica reads new reports and applies the test"
+    )
+
+    @model_validator(mode="after")
+    def _score_range(self) -> RolloutSettings:
+        if self.score_max <= self.score_min:
+            raise ValueError("score_max must be above score_min")
+        return self
+
+
 class Settings(_Section):
     """Everything `reef serve` runs with."""
 
@@ -175,3 +220,4 @@ class Settings(_Section):
     evaluation: EvaluationSettings = EvaluationSettings()
     harness: HarnessSettings = HarnessSettings()
     observability: ObservabilitySettings = ObservabilitySettings()
+    rollout: RolloutSettings = RolloutSettings()
