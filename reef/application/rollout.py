@@ -16,7 +16,7 @@ import contextlib
 import dataclasses
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Collection, Mapping
 from typing import Any, Literal
 
 from reef.application.config import ConfigError
@@ -165,6 +165,15 @@ class Rollouts:
         if row.document is None:
             return dict(NO_ROLLOUT)
         return Rollout.from_json(row.document).view(self.config.score_min, self.config.score_max)
+
+    def views(self, scenarios: Collection[str]) -> dict[str, dict[str, Any]]:
+        """The rollout view of each of `scenarios` that ever had one (one read of the store)."""
+        rows = self.records.rollouts()
+        return {
+            name: Rollout.from_json(row.document).view(self.config.score_min, self.config.score_max)
+            for name, row in rows.items()
+            if name in scenarios and row.document is not None
+        }
 
     async def set_mode(self, scenario: str, mode: str) -> None:
         """Store the scenario's rollout mode; ConfigError-as-BadRequest where canary cannot work."""

@@ -168,6 +168,10 @@ class Runtime:
         self._require(scenario)
         return self.rollouts.view(scenario)
 
+    def rollout_views(self) -> dict[str, dict[str, Any]]:
+        """Every live scenario's open or last rollout, for the metrics (scenarios that never had one left out)."""
+        return self.rollouts.views(self.scenarios.known)
+
     async def end_rollout(self, scenario: str, action: str) -> dict[str, Any]:
         """Promote or roll back the scenario's open rollout now; Conflict when none is open."""
         self._require(scenario)

@@ -60,9 +60,7 @@ def test_the_vectorised_a_a_check_agrees_with_the_test_itself() -> None:
         assert decided_ever(a, 0.5, 0.5, 300) == (simulate(b, 0.5, 0.5, 0.5, 300)[0] is not None)
 
 
-@pytest.mark.parametrize(
-    ("p_candidate", "p_incumbent", "expected"), [(0.2, 0.8, "rollback"), (0.9, 0.4, "promote")]
-)
+@pytest.mark.parametrize(("p_candidate", "p_incumbent", "expected"), [(0.2, 0.8, "rollback"), (0.9, 0.4, "promote")])
 def test_a_clearly_different_candidate_is_decided_within_the_reports_its_power_calls_for(
     p_candidate: float, p_incumbent: float, expected: str
 ) -> None:
