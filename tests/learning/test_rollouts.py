@@ -4,6 +4,7 @@ operators end it by hand, and a restart or a second replica sees the same rollou
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import time
 
@@ -266,3 +267,41 @@ def test_canary_on_an_engine_that_serves_one_model_whatever_the_release_is_refus
 def test_a_canary_share_outside_zero_one_is_refused_naming_it(share):
     with pytest.raises(ConfigError, match=r"rollout\.canary_share"):
         load_settings(None, {("rollout", "canary_share"): share})
+
+
+async def test_a_release_pending_review_opens_its_canary_when_promoted(tmp_path):
+    settings = make_settings(tmp_path, review=True)
+    settings = settings.model_copy(update={"rollout": RolloutSettings(mode="canary", check_interval_s=60.0)})
+    world = open_world(tmp_path, settings)
+    await world.runtime.start()
+    await world.runtime.ensure_scenario(S)
+    for q in Q[:2]:
+        world.report(S, q, QUESTIONS[q])
+    commit = await world.runtime.step(S)
+    assert commit is not None and commit["verdict"] == "pending"
+    assert world.runtime.rollout(S)["state"] == "none"  # review first: no canary yet
+    head = world.runtime.releases(S)[-1]["release_id"]
+    promoted = await world.runtime.promote(S, commit["release_id"])
+    view = world.runtime.rollout(S)
+    assert promoted.pending and view["state"] == "canary"
+    assert view["candidate_release_id"] == commit["release_id"] and view["incumbent_release_id"] == head
+    assert world.engine.active_release_id(S) == head
+    await world.runtime.stop()
+
+
+def test_an_undecided_rollout_ends_with_on_timeout_at_its_report_or_time_limit():
+    from reef.learning.rollout.policy import ending
+    from reef.learning.rollout.sequential import Tally
+    from reef.learning.rollout.state import ArmStats, Rollout
+
+    rollout = Rollout.open(S, "c", "i", 0.5, 0.05, cursor=0)
+    even = {arm: ArmStats(requests=10, scores=Tally(10, 5.0)) for arm in ("candidate", "incumbent")}
+    rollout = dataclasses.replace(rollout, arms=even)
+    config = RolloutSettings(max_reports=20, on_timeout="rollback")
+    end = ending(rollout, config, now=rollout.started_at)
+    assert end is not None and end.decision == "rollback" and end.decided_by == "timeout"
+    assert "rollout.max_reports" in end.reason
+    patient = RolloutSettings(max_reports=1000, max_duration_s=60)
+    assert ending(rollout, patient, now=rollout.started_at + 59) is None
+    end = ending(rollout, patient, now=rollout.started_at + 61)
+    assert end is not None and end.decision == "promote" and "rollout.max_duration_s" in end.reason
