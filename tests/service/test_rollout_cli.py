@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from reef.cli.main import main as reef_cli
@@ -42,3 +44,22 @@ def test_a_rollout_prints_both_arms_and_the_decision() -> None:
     assert "candidate 10 requests, 1 failed, 4 reports, mean 0.250 in [0.000, 0.900]" in text
     assert "decision: rollback (test): worse" in text
     assert describe("math", {"state": "none"}) == ["scenario math: no rollout yet"]
+
+
+@pytest.mark.parametrize("share", ["0", "1", "1.5"])
+def test_reef_serve_refuses_a_canary_share_outside_zero_one_with_exit_2_naming_it(
+    share: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as done:
+        reef_cli(["serve", "--rollout.canary-share", share])
+    assert done.value.code == 2
+    assert "rollout.canary_share" in capsys.readouterr().err
+
+
+def test_reef_serve_refuses_canary_on_an_upstream_that_serves_one_model(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    flags = ["--inference.upstream-url", "http://127.0.0.1:9", "--learning.recipe", "sft"]
+    code = reef_cli(["serve", *flags, "--rollout.mode", "canary", "--storage.dir", str(tmp_path / "state")])
+    assert code == 2
+    assert "rollout.mode: canary is not available" in capsys.readouterr().err
