@@ -19,20 +19,12 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
 from reef.core.records import Record, RequestType
+from reef.storage import rollout_rows
 from reef.storage.appends import AppendWork, chunks, commit_appends, stored_as, stored_records
 from reef.storage.base import RecordCounts, RecordStore, RolloutRow, ScenarioControl, ScenarioInfo
 from reef.storage.citations import backfill_citations, citing_reports
 from reef.storage.group_commit import GroupCommitWriter, WriterStats
-from reef.storage.schema import (
-    citations,
-    metadata,
-    record_from_row,
-    records,
-    rollout_errors,
-    rollouts,
-    scenario_controls,
-    scenarios,
-)
+from reef.storage.schema import citations, metadata, record_from_row, records, scenario_controls, scenarios
 
 SQLITE_FILENAME = "records.sqlite3"
 _SCHEMA_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
@@ -167,31 +159,26 @@ class SqlRecordStore(RecordStore):
 
     def rollout(self, name: str) -> RolloutRow:
         with self._read_engine.connect() as conn:
-            row = conn.execute(sa.select(rollouts).where(rollouts.c.name == name)).mappings().first()
-        return _rollout_row(row) if row is not None else RolloutRow()
+            return rollout_rows.read(conn, name)
 
     def rollouts(self) -> dict[str, RolloutRow]:
         with self._read_engine.connect() as conn:
-            return {row["name"]: _rollout_row(row) for row in conn.execute(sa.select(rollouts)).mappings()}
+            return rollout_rows.read_all(conn)
 
     def set_rollout_mode(self, name: str, mode: str | None) -> None:
-        self._writer.call(functools.partial(_set_rollout_mode, name=name, mode=mode))
+        self._writer.call(functools.partial(rollout_rows.set_mode, name=name, mode=mode))
 
     def put_rollout(self, name: str, document: dict[str, Any], expected_version: int) -> bool:
         text = orjson.dumps(document).decode()
-        return bool(
-            self._writer.call(functools.partial(_put_rollout, name=name, text=text, expected_version=expected_version))
-        )
+        put = functools.partial(rollout_rows.put, name=name, text=text, expected_version=expected_version)
+        return bool(self._writer.call(put))
 
     def count_rollout_error(self, rollout_id: str, arm: str) -> None:
-        self._writer.call(functools.partial(_count_rollout_error, rollout_id=rollout_id, arm=arm))
+        self._writer.call(functools.partial(rollout_rows.count_error, rollout_id=rollout_id, arm=arm))
 
     def rollout_errors(self, rollout_id: str) -> dict[str, int]:
-        query = sa.select(rollout_errors.c.arm, rollout_errors.c.errors).where(
-            rollout_errors.c.rollout_id == rollout_id
-        )
         with self._read_engine.connect() as conn:
-            return {arm: int(errors) for arm, errors in conn.execute(query)}
+            return rollout_rows.errors(conn, rollout_id)
 
     def writer_alive(self) -> bool:
         """Whether the writer process is up (a dead one is started again by the next write)."""
@@ -389,50 +376,4 @@ def _set_control(conn: sa.Connection, name: str, control: ScenarioControl) -> No
 def _scenario_info(row: sa.RowMapping) -> ScenarioInfo:
     return ScenarioInfo(
         name=row["name"], recipe=row["recipe"], created_at=row["created_at"], archived=bool(row["archived"])
-    )
-
-
-def _rollout_row(row: sa.RowMapping) -> RolloutRow:
-    document = orjson.loads(row["document"]) if row["document"] else None
-    return RolloutRow(mode=row["mode"], document=document, version=int(row["version"]))
-
-
-def _set_rollout_mode(conn: sa.Connection, name: str, mode: str | None) -> None:
-    insert = postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert
-    statement = insert(rollouts).values(name=name, mode=mode, document=None, version=0, updated_at=time.time())
-    conn.execute(
-        statement.on_conflict_do_update(
-            index_elements=[rollouts.c.name], set_={"mode": mode, "updated_at": time.time()}
-        )
-    )
-
-
-def _put_rollout(conn: sa.Connection, name: str, text: str, expected_version: int) -> bool:
-    now = time.time()
-    if expected_version == 0:
-        insert = postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert
-        created = conn.execute(
-            insert(rollouts)
-            .values(name=name, mode=None, document=text, version=1, updated_at=now)
-            .on_conflict_do_nothing(index_elements=[rollouts.c.name])
-            .returning(rollouts.c.name)
-        ).first()
-        if created is not None:
-            return True
-    done = conn.execute(
-        rollouts.update()
-        .where(rollouts.c.name == name, rollouts.c.version == expected_version)
-        .values(document=text, version=rollouts.c.version + 1, updated_at=now)
-    )
-    return done.rowcount > 0
-
-
-def _count_rollout_error(conn: sa.Connection, rollout_id: str, arm: str) -> None:
-    insert = postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert
-    statement = insert(rollout_errors).values(rollout_id=rollout_id, arm=arm, errors=1)
-    conn.execute(
-        statement.on_conflict_do_update(
-            index_elements=[rollout_errors.c.rollout_id, rollout_errors.c.arm],
-            set_={"errors": rollout_errors.c.errors + 1},
-        )
     )
