@@ -244,6 +244,9 @@ class Rollouts:
             rollout = Rollout.from_json(row.document)
             if rollout.is_open:
                 await self.check(scenario, rollout, row.version)
+            elif rollout.state == "promoted" and rollout.release_id is None:  # a crash cut a promotion short
+                async with self._commit_lock(scenario):
+                    await self._serve_promoted(scenario, rollout, row.version)
             elif not rollout.logged:
                 await self._log(scenario, rollout, row.version)
 
@@ -255,7 +258,16 @@ class Rollouts:
             promoted = head.content_id == self._content_of(scenario, rollout.candidate_release_id)
             decision: Literal["promote", "rollback"] = "promote" if promoted else "rollback"
             reason = f"the head moved to {head.release_id} while the rollout was open"
-            await self._write_end(scenario, rollout, version, Ending(decision, "operator", reason), head.release_id)
+            ended = dataclasses.replace(
+                rollout,
+                state="promoted" if promoted else "rolled_back",
+                decision=decision,
+                decided_by="operator",
+                reason=reason,
+                ended_at=time.time(),
+                release_id=head.release_id,
+            )
+            await self._write_end(scenario, ended, version)
             return
         counted = rollout
         while True:
@@ -278,34 +290,45 @@ class Rollouts:
             return None
 
     async def _end(self, scenario: str, rollout: Rollout, version: int, end: Ending) -> None:
-        """Carry out `end`: promote (the head moves, as any promote) or roll back (the incumbent keeps serving)."""
+        """Carry out `end`. The decision is written first (compare-and-swap: of two replicas ending one rollout,
+        one wins); then a promotion moves the head, as any promote does, and names the release that serves."""
         async with self._commit_lock(scenario):
             row = await asyncio.to_thread(self.records.rollout, scenario)
             if row.version != version:  # ended or counted by another replica meanwhile: the next round sees it
                 return
-            serving = rollout.incumbent_release_id
-            if end.decision == "promote":
-                release = await asyncio.to_thread(
-                    self.releases.republish, scenario, rollout.candidate_release_id, "promote"
-                )
-                await self._published(scenario, release)
-                serving = release.release_id
-            await self._write_end(scenario, rollout, version, end, serving)
+            promoted = end.decision == "promote"
+            ended = dataclasses.replace(
+                rollout,
+                state="promoted" if promoted else "rolled_back",
+                decision=end.decision,
+                decided_by=end.decided_by,
+                reason=end.reason,
+                ended_at=time.time(),
+                release_id=None if promoted else rollout.incumbent_release_id,
+            )
+            await self._write_end(scenario, ended, version)
 
-    async def _write_end(self, scenario: str, rollout: Rollout, version: int, end: Ending, serving: str | None) -> None:
-        ended = dataclasses.replace(
-            rollout,
-            state="promoted" if end.decision == "promote" else "rolled_back",
-            decision=end.decision,
-            decided_by=end.decided_by,
-            reason=end.reason,
-            ended_at=time.time(),
-            release_id=serving,
-        )
-        if await asyncio.to_thread(self.records.put_rollout, scenario, ended.to_json(), version):
-            self._open.pop(scenario, None)
-            log.info("rollout %s of %s: %s (%s)", rollout.rollout_id, scenario, ended.state, end.reason)
+    async def _write_end(self, scenario: str, ended: Rollout, version: int) -> None:
+        if not await asyncio.to_thread(self.records.put_rollout, scenario, ended.to_json(), version):
+            return
+        self._open.pop(scenario, None)
+        log.info("rollout %s of %s: %s (%s)", ended.rollout_id, scenario, ended.state, ended.reason)
+        if ended.state == "promoted" and ended.release_id is None:
+            await self._serve_promoted(scenario, ended, version + 1)
+        else:
             await self._log(scenario, ended, version + 1)
+
+    async def _serve_promoted(self, scenario: str, ended: Rollout, version: int) -> None:
+        """Move the head to the promoted canary (unless a crash left it moved already) and name what serves."""
+        head = await asyncio.to_thread(self.releases.head, scenario)
+        if head is not None and head.release_id == ended.incumbent_release_id:
+            head = await asyncio.to_thread(self.releases.republish, scenario, ended.candidate_release_id, "promote")
+        if head is None:
+            return
+        await self._published(scenario, head)
+        served = dataclasses.replace(ended, release_id=head.release_id)
+        if await asyncio.to_thread(self.records.put_rollout, scenario, served.to_json(), version):
+            await self._log(scenario, served, version + 1)
 
     async def _log(self, scenario: str, rollout: Rollout, version: int) -> None:
         """Write the decision with its statistics to the commit log (once no learner step runs)."""

@@ -305,3 +305,23 @@ def test_an_undecided_rollout_ends_with_on_timeout_at_its_report_or_time_limit()
     assert ending(rollout, patient, now=rollout.started_at + 59) is None
     end = ending(rollout, patient, now=rollout.started_at + 61)
     assert end is not None and end.decision == "promote" and "rollout.max_duration_s" in end.reason
+
+
+async def test_a_promotion_cut_short_after_its_decision_is_finished_by_the_next_round(tmp_path):
+    world = canary_world(tmp_path)
+    await opened(world)
+    view = world.runtime.rollout(S)
+    row = world.records.rollout(S)
+    assert row.document is not None
+    decided = {**row.document, "state": "promoted", "decision": "promote", "decided_by": "test", "release_id": None}
+    assert world.records.put_rollout(S, decided, row.version)  # the process "died" before moving the head
+    await world.runtime.stop()
+    world = world.restart()
+    await world.runtime.start()
+    await world.runtime.rollouts.tick()
+    ended = world.runtime.rollout(S)
+    head = world.runtime.releases(S)[0]
+    assert head["current"] and head["operation"] == "promote" and ended["release_id"] == head["release_id"]
+    assert world.engine.active_release_id(S) == head["release_id"]
+    assert world.runtime.commits(S)[-1]["metrics"]["rollout"]["rollout_id"] == view["rollout_id"]
+    await world.runtime.stop()
