@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -27,6 +28,12 @@ def simulate(rng: np.random.Generator, p_candidate: float, p_incumbent: float, s
     return None, reports
 
 
+@functools.cache
+def _radii(reports: int) -> np.ndarray:
+    """`radius(n, alpha / 2)` for n = 0 .. reports, the test's own function looked up instead of called per report."""
+    return np.array([radius(n, ALPHA / 2) for n in range(reports + 1)])
+
+
 def decided_ever(rng: np.random.Generator, p: float, share: float, reports: int) -> bool:
     """An A/A rollout (the same release on both arms) checked after every report: did it ever decide? Vectorised:
     the test decides iff some arm's confidence sequence ever misses the common mean's side."""
@@ -36,8 +43,8 @@ def decided_ever(rng: np.random.Generator, p: float, share: float, reports: int)
     n_i = np.arange(1, reports + 1) - n_c
     s_c = np.cumsum(scores & on_candidate)
     s_i = np.cumsum(scores & ~on_candidate)
-    r_c = np.array([radius(int(n), ALPHA / 2) for n in n_c])
-    r_i = np.array([radius(int(n), ALPHA / 2) for n in n_i])
+    radii = _radii(reports)
+    r_c, r_i = radii[n_c], radii[n_i]
     with np.errstate(divide="ignore", invalid="ignore"):
         m_c = np.where(n_c > 0, s_c / np.maximum(n_c, 1), 0.5)
         m_i = np.where(n_i > 0, s_i / np.maximum(n_i, 1), 0.5)
