@@ -40,12 +40,17 @@ _PAGE_RECORDS = 1000
 _CANARY_ENGINES = ("local", "vllm", "sglang")  # engines that serve any release of a scenario per request
 
 
-def check_rollout(settings: Settings, surface: str, mode: str | None = None, field: str = "rollout.mode") -> None:
-    """Refuse rollout mode `canary` where Reef does not choose the release per request: a recipe that publishes no
-    trained release, weights on an engine that serves one model whatever the release, a harness an agent pulls as
-    files. Raises ConfigError (exit 2) naming `field`."""
-    if (mode or settings.rollout.mode) != "canary":
-        return
+def check_rollout(settings: Settings, surface: str) -> None:
+    """Refuse `rollout.mode canary` where it cannot work (see `canary_refusal`): a ConfigError (exit 2) naming it."""
+    why = canary_refusal(settings, surface) if settings.rollout.mode == "canary" else None
+    if why is not None:
+        raise ConfigError(f"rollout.mode: canary is not available here: {why}")
+
+
+def canary_refusal(settings: Settings, surface: str) -> str | None:
+    """Why rollout mode `canary` cannot work here, or None: a recipe that publishes no trained release, weights on
+    an engine that serves one model whatever the release, a harness an agent pulls as files (Reef must choose
+    the release per request)."""
     why = None
     if surface == "none":
         why = f"recipe {settings.learning.recipe} publishes no trained releases to compare"
@@ -59,8 +64,7 @@ def check_rollout(settings: Settings, surface: str, mode: str | None = None, fie
             f"harness adapter {settings.harness.default_adapter} is pulled by the agent as files, so Reef cannot "
             "choose its release per request; canary needs the chat adapter"
         )
-    if why is not None:
-        raise ConfigError(f"{field}: canary is not available here: {why}")
+    return why
 
 
 class Rollouts:
@@ -176,11 +180,10 @@ class Rollouts:
         }
 
     async def set_mode(self, scenario: str, mode: str) -> None:
-        """Store the scenario's rollout mode; ConfigError-as-BadRequest where canary cannot work."""
-        try:
-            check_rollout(self.settings, self.surface, mode, field="rollout_mode")
-        except ConfigError as exc:
-            raise BadRequest(str(exc).split(": ", 1)[1], field="rollout_mode")
+        """Store the scenario's rollout mode; BadRequest naming `rollout_mode` where canary cannot work."""
+        why = canary_refusal(self.settings, self.surface) if mode == "canary" else None
+        if why is not None:
+            raise BadRequest(f"canary is not available here: {why}", field="rollout_mode")
         await asyncio.to_thread(self.records.set_rollout_mode, scenario, mode)
         self._modes[scenario] = mode
 
