@@ -128,6 +128,11 @@ class Rollouts:
         rollout = self._open.get(scenario)
         return rollout.rollout_id if rollout is not None else None
 
+    def open_candidate(self, scenario: str) -> str | None:
+        """The release the scenario's open rollout serves as its canary, or None."""
+        rollout = self._open.get(scenario)
+        return rollout.candidate_release_id if rollout is not None else None
+
     def mode(self, scenario: str) -> str:
         """The scenario's rollout mode: its own, else the deployment's."""
         return self._modes.get(scenario) or self.config.mode

@@ -202,11 +202,16 @@ class Runtime:
     # ---- releases and commits --------------------------------------------------------------------------------
 
     def releases(self, scenario: str) -> list[dict[str, Any]]:
-        """Every release of `scenario`, newest first, marking the serving one `current`."""
+        """Every release of `scenario`, newest first, marking the serving one `current` and an open rollout's
+        candidate `canary`."""
         self._require(scenario)
         head = self.release_store.head(scenario)
         current = head.release_id if head is not None else None
-        return [release.to_json(current=release.release_id == current) for release in self.release_store.list(scenario)]
+        canary = self.rollouts.open_candidate(scenario)
+        return [
+            {**release.to_json(current=release.release_id == current), "canary": release.release_id == canary}
+            for release in self.release_store.list(scenario)
+        ]
 
     async def rollback(self, scenario: str, release_id: str) -> Release:
         """Serve an earlier release again, as a new release; Conflict if it is pending or already serving."""

@@ -68,6 +68,7 @@ async def test_an_accepted_release_in_canary_mode_opens_a_rollout_and_the_head_s
     assert view["candidate_release_id"] == commit["release_id"]
     releases = {r["release_id"]: r for r in world.runtime.releases(S)}
     assert releases[commit["release_id"]]["pending"] and not releases[commit["release_id"]]["current"]
+    assert releases[commit["release_id"]]["canary"] and sum(r["canary"] for r in releases.values()) == 1
     assert releases[view["incumbent_release_id"]]["current"]
     assert world.engine.active_release_id(S) == view["incumbent_release_id"]
     assert f"opened rollout {view['rollout_id']}" in commit["reason"]
