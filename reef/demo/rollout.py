@@ -30,7 +30,7 @@ from typing import Any, Protocol
 from rich.console import Console
 
 from reef.demo.api import ReefAPI
-from reef.demo.server import STARTUP_TIMEOUT_S, ReefServer, ServerFailed, free_port, serve_command, unwind_on_sigterm
+from reef.demo.server import STARTUP_TIMEOUT_S, ReefServer, free_port, serve_command, unwind_on_sigterm
 from reef.demo.tasks import DemoTask, generate, is_exact
 
 SCENARIO = "demo-rollout"
@@ -211,25 +211,44 @@ def run_rollout_demo(args: argparse.Namespace) -> int:
     result: dict[str, Any] = {"recipe": "sft", "rollout": "canary", "serve_command": command[2:], "error": None}
     code = 0
     console.print(f"[bold]reef demo --rollout canary[/] · state {state_dir} · {url}")
+    server = ReefServer(command, url, state_dir / "serve.log")
     try:
-        with ReefServer(command, url, state_dir / "serve.log") as server:
+        with server:
             console.print("  starting reef serve (SmolLM2, SQLite, git) …")
             server.wait_healthy(STARTUP_TIMEOUT_S)
             outcomes = asyncio.run(two_rollouts(url, console, args.seed))
             result["rollouts"] = [o.to_json() for o in outcomes]
-    except (ServerFailed, TimeoutError, OSError) as exc:
-        result["error"] = f"{type(exc).__name__}: {exc}"
-        console.print(f"[red]reef demo: {result['error']}[/]")
-        code = 1
+            code = summarize(outcomes, console)
     except KeyboardInterrupt:
         result["error"] = "interrupted"
         code = 130
+    except Exception as exc:  # say what failed and how the server ended, then fail
+        result["error"] = f"{type(exc).__name__}: {exc}"
+        console.print(f"[red]reef demo: {result['error']}[/]\n{server.log_tail(15)}")
+        code = 1
     result["wall_s"] = round(time.monotonic() - started, 1)
     if not args.keep_state and args.state_dir is None:
         shutil.rmtree(state_dir, ignore_errors=True)
     if args.json:
         print(json.dumps(result, indent=2))
     return code
+
+
+EXPECTED = {"better": "promoted", "worse": "rolled_back"}
+
+
+def summarize(outcomes: list[RolloutOutcome], console: Console) -> int:
+    """Print what each rollout took; 0 when the better release was promoted and the worse one rolled back."""
+    for outcome in outcomes:
+        console.print(
+            f"  {outcome.label} release: {outcome.state} after {outcome.reports} reports, "
+            f"{outcome.exposed_share:.0%} of the users ever served it ({outcome.wall_s:g} s)"
+        )
+    missed = [o.label for o in outcomes if EXPECTED.get(o.label) != o.state]
+    if missed or len(outcomes) != len(EXPECTED):
+        console.print(f"[red]reef demo: the users did not decide as expected for: {', '.join(missed) or 'all'}[/]")
+        return 1
+    return 0
 
 
 def serve_flags(args: argparse.Namespace) -> list[str]:

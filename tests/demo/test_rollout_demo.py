@@ -46,3 +46,17 @@ def test_the_demo_serves_in_canary_mode_with_flags_reef_serve_accepts() -> None:
     settings, _ = load_settings(None, parse_overrides(flags))
     assert settings.rollout.mode == "canary" and settings.rollout.canary_share == 0.4
     assert settings.evaluation.policy == "always"
+
+
+def test_the_demo_fails_unless_the_better_release_is_promoted_and_the_worse_rolled_back() -> None:
+    import io
+
+    from rich.console import Console
+
+    def outcome(label: str, state: str) -> rollout.RolloutOutcome:
+        return rollout.RolloutOutcome(label, "r", state, "test", 40, 40, 20, 1.0)
+
+    quiet = Console(file=io.StringIO())
+    assert rollout.summarize([outcome("better", "promoted"), outcome("worse", "rolled_back")], quiet) == 0
+    assert rollout.summarize([outcome("better", "promoted"), outcome("worse", "canary")], quiet) == 1
+    assert rollout.summarize([outcome("better", "promoted")], quiet) == 1
