@@ -31,7 +31,7 @@ from reef.learning.rollout.assignment import Arm, arm_of, assignment_key
 from reef.learning.rollout.policy import Ending, ending
 from reef.learning.rollout.state import NO_ROLLOUT, Rollout
 from reef.releases.base import ReleaseStore
-from reef.storage.base import RecordStore
+from reef.storage.base import RecordStore, RolloutRow
 
 log = logging.getLogger(__name__)
 
@@ -235,17 +235,18 @@ class Rollouts:
                 log.exception("rollout check failed")
             await asyncio.sleep(self.config.check_interval_s)
 
-    async def sync(self) -> None:
-        """Read every scenario's rollout row: the open rollouts to route by, the rollout modes."""
-        rows = await asyncio.to_thread(self.records.rollouts)
+    async def sync(self, rows: Mapping[str, RolloutRow] | None = None) -> None:
+        """Read every scenario's rollout row (or take `rows`): the open rollouts to route by, the rollout modes."""
+        if rows is None:
+            rows = await asyncio.to_thread(self.records.rollouts)
         self._modes = {name: row.mode for name, row in rows.items()}
         found = {name: Rollout.from_json(row.document) for name, row in rows.items() if row.document is not None}
         self._open = {name: rollout for name, rollout in found.items() if rollout.is_open}
 
     async def tick(self) -> None:
         """One round: sync from the store, then check each rollout this replica's learner leads."""
-        await self.sync()
         rows = await asyncio.to_thread(self.records.rollouts)
+        await self.sync(rows)
         for scenario, row in rows.items():
             if row.document is None or not self._leads(scenario):
                 continue
