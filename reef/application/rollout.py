@@ -264,7 +264,8 @@ class Rollouts:
         head = await asyncio.to_thread(self.releases.head, scenario)
         if head is not None and head.release_id != rollout.incumbent_release_id:
             # The head moved under the rollout (a crash between a promotion and its row, or a hand edit).
-            promoted = head.content_id == self._content_of(scenario, rollout.candidate_release_id)
+            candidate = await asyncio.to_thread(self._content_of, scenario, rollout.candidate_release_id)
+            promoted = head.content_id == candidate
             decision: Literal["promote", "rollback"] = "promote" if promoted else "rollback"
             reason = f"the head moved to {head.release_id} while the rollout was open"
             ended = dataclasses.replace(
@@ -278,19 +279,19 @@ class Rollouts:
             )
             await self._write_end(scenario, ended, version)
             return
-        counted = rollout
-        while True:
-            page = await asyncio.to_thread(self.records.page, scenario, counted.cursor, _PAGE_RECORDS)
-            if not page:
-                break
-            counted = evidence.count(counted, page, self.records.get_many, self.config.score_min, self.config.score_max)
-        errors = await asyncio.to_thread(self.records.rollout_errors, rollout.rollout_id)
-        counted = evidence.with_errors(counted, errors)
+        counted = await asyncio.to_thread(self._counted, scenario, rollout)
         end = ending(counted, self.config, time.time())
         if end is not None:
             await self._end(scenario, counted, version, end)
         elif counted != rollout:
             await asyncio.to_thread(self.records.put_rollout, scenario, counted.to_json(), version)
+
+    def _counted(self, scenario: str, rollout: Rollout) -> Rollout:
+        """`rollout` with the evidence of every record after its cursor and the shared error counts (blocking)."""
+        counted = rollout
+        while page := self.records.page(scenario, counted.cursor, _PAGE_RECORDS):
+            counted = evidence.count(counted, page, self.records.get_many, self.config.score_min, self.config.score_max)
+        return evidence.with_errors(counted, self.records.rollout_errors(rollout.rollout_id))
 
     def _content_of(self, scenario: str, release_id: str) -> str | None:
         try:
