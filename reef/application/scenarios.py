@@ -24,6 +24,7 @@ from reef.inference.base import Engine
 from reef.learning.base import Evaluator, Recipe, Selector
 from reef.learning.gate import GateSources
 from reef.learning.learner import Learner
+from reef.learning.rollout.hooks import RolloutHooks
 from reef.releases.base import CommitLog, ReleaseStore
 from reef.storage.base import RecordStore, ScenarioInfo
 
@@ -63,6 +64,7 @@ class Scenarios:
         self._backend_factory = backend_factory
         self.gate = gate
         self.serving = serving
+        self.rollouts: RolloutHooks | None = None  # set by the runtime: how accepted releases roll out
         self.known: set[str] = set()
         self.learners: dict[str, Learner] = {}
         self._creation_locks: dict[str, asyncio.Lock] = {}
@@ -168,6 +170,7 @@ class Scenarios:
             backend_factory=self._backend_factory,
             gate=self.gate,
             leading=lambda: self.replica.holds(name),
+            rollouts=self.rollouts,
         )
 
     def commit_lock(self, scenario: str) -> asyncio.Lock:

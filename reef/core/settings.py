@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 
 
 class _Section(BaseModel):
@@ -287,6 +287,51 @@ class ObservabilitySettings(_Section):
     service_name: str = Field("reef", description="The OpenTelemetry service name.")
 
 
+class RolloutSettings(_Section):
+    mode: Literal["immediate", "canary"] = Field(
+        "immediate",
+        description=(
+            "What a release the gate accepts does: `immediate` serves it for all traffic at once; `canary` opens a "
+            "rollout that serves it to a share of the traffic until live reports decide (a scenario's own mode is "
+            "set with `POST /reef/scenarios/{s}/update` `rollout_mode`)."
+        ),
+    )
+    canary_share: float = Field(
+        0.1,
+        gt=0,
+        lt=1,
+        description="The share of the scenario's traffic (sessions, users or requests) the canary serves.",
+    )
+    alpha: float = Field(
+        0.05,
+        gt=0,
+        lt=1,
+        description="The sequential test's level: the chance, however often it is looked at, of deciding for a "
+        "difference that is not there.",
+    )
+    max_duration_s: float = Field(
+        86400.0, gt=0, description="A rollout still undecided after this many seconds ends with `on_timeout`."
+    )
+    max_reports: int = Field(
+        2000, gt=0, description="A rollout still undecided after this many attributed reports ends with `on_timeout`."
+    )
+    on_timeout: Literal["promote", "rollback"] = Field(
+        "promote",
+        description="What an undecided rollout does at its limit (`promote`: the offline gate already accepted it).",
+    )
+    score_min: float = Field(0.0, description="The lowest report score; a score below counts as this.")
+    score_max: float = Field(1.0, description="The highest report score; a score above counts as this.")
+    check_interval_s: float = Field(
+        1.0, gt=0, description="How often the scenario's learner replica reads new reports and applies the test."
+    )
+
+    @model_validator(mode="after")
+    def _score_range(self) -> RolloutSettings:
+        if self.score_max <= self.score_min:
+            raise ValueError("score_max must be above score_min")
+        return self
+
+
 class Settings(_Section):
     """Everything `reef serve` runs with."""
 
@@ -298,3 +343,6 @@ class Settings(_Section):
     evaluation: EvaluationSettings = Field(EvaluationSettings(), description="The gate: tasks, scoring and policy.")
     harness: HarnessSettings = Field(HarnessSettings(), description="Agent harness evolution and its gate episodes.")
     observability: ObservabilitySettings = Field(ObservabilitySettings(), description="Tracing.")
+    rollout: RolloutSettings = Field(
+        RolloutSettings(), description="How a release the gate accepts earns its traffic: at once, or in a canary."
+    )

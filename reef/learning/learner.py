@@ -30,6 +30,7 @@ from typing import Any
 
 from reef.core.errors import BadRequest, Conflict
 from reef.core.records import Record
+from reef.core.releases import Commit, Verdict
 from reef.core.settings import Settings
 from reef.inference.base import Engine
 from reef.learning.activity import StepActivity, commit_summary
@@ -40,6 +41,7 @@ from reef.learning.evaluation.tasks import GateTasks
 from reef.learning.gate import GateSources, ScenarioGate
 from reef.learning.lineage import WorkingLineage
 from reef.learning.recovery import feed_new, resume
+from reef.learning.rollout.hooks import RolloutHooks
 from reef.learning.settlement import Activate
 from reef.learning.steps import LostLeadership, Steps
 from reef.releases.base import CommitLog, ReleaseStore
@@ -70,6 +72,7 @@ class Learner:
         backend_factory: Callable[[], Any],
         gate: GateSources,
         leading: Callable[[], Awaitable[bool]] | None = None,
+        rollouts: RolloutHooks | None = None,
     ) -> None:
         self.scenario = scenario
         self.recipe = recipe
@@ -104,6 +107,7 @@ class Learner:
             leading=leading,
             processor=lambda: self._processor,
             resume=self._resume,
+            rollouts=rollouts,
         )
         self._step_lock = asyncio.Lock()
         self._wake = asyncio.Event()
@@ -190,6 +194,16 @@ class Learner:
         log.info("learner %s: step %s requested", self.scenario, request["step_id"])
         self.wake()
         return {**request, "scenario": self.scenario, "state": "queued"}
+
+    async def record_outcome(
+        self, verdict: Verdict, reason: str, release_id: str | None, parent_release_id: str | None, metrics: dict
+    ) -> Commit | None:
+        """Append a commit no step made (a rollout's decision) as the next step; None while a step runs (the
+        caller tries again later: step numbers stay in order)."""
+        if self._step_lock.locked():
+            return None
+        async with self._step_lock:
+            return await self._steps.record_outcome(verdict, reason, release_id, parent_release_id, metrics)
 
     def _request_committed(self, step_id: str) -> bool:
         last = self._steps.last_commit
