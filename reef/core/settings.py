@@ -20,6 +20,22 @@ class ServerSettings(_Section):
     port: int = Field(8900, ge=0, le=65535)
     token: SecretStr | None = None
     tokens: list[SecretStr] = Field(default_factory=list)
+    admin_tokens: list[SecretStr] = Field(
+        default_factory=list,
+        description=(
+            "Tokens that reach every route (tasks, training control, rollback/promote, record import, export and "
+            "browsing, /metrics, the console). The agent tokens (reef.tokens, reef.token, REEF_TOKEN) reach only "
+            "/v1/*, reports, harness pull/install/proposals, the discovery archive, status and a scenario's "
+            "contract. With no admin token configured the agent tokens are admin (a warning at start)."
+        ),
+    )
+    allow_unauthenticated: bool = Field(
+        False,
+        description=(
+            "Let `reef serve` listen on a non-loopback reef.host with no token at all (anyone who reaches the port "
+            "can do anything); off, such a start exits 2 naming reef.tokens."
+        ),
+    )
     max_body_bytes: int = Field(16 * 1024 * 1024, gt=0)
     implicit_scenarios: bool = True
     log_level: Literal["debug", "info", "warning", "error"] = "info"
@@ -90,6 +106,15 @@ class LearningSettings(_Section):
     # A scenario whose learner's replica died (or lost its lock) gets a new learner on another replica within this.
     election_timeout_s: float = Field(15.0, gt=0)
     recipe_config: dict[str, Any] = Field(default_factory=dict)
+    max_upstream_tokens_per_hour: int = Field(
+        0,
+        ge=0,
+        description=(
+            "Per scenario, the most tokens the learner's own traffic (proposer, judge, gate generation and gate "
+            "episodes' requests) may spend upstream over a sliding hour, counted from the upstream's `usage`; past "
+            'it the learner pauses (status `blocked: "budget: …"`) until the window allows. 0: no limit.'
+        ),
+    )
 
 
 class TrainingSettings(_Section):
@@ -139,6 +164,21 @@ class EvaluationSettings(_Section):
     max_tasks_bytes: int = Field(8 * 1024 * 1024, gt=0)  # one POST /reef/scenarios/{s}/tasks body
     # Policy `floor` (the selection of user-directed harness steps): publish unless the candidate's mean is below it.
     floor_score: float = 0.0
+    allow_api_code: bool = Field(
+        False,
+        description=(
+            "Accept, through POST /reef/scenarios/{s}/tasks, task fields that run code on this machine: a "
+            "`module:function` checker, `check.command` and `workspace.dir` (the operator's own evaluation.tasks "
+            "file may always use them). Off, such a task is a 400 naming the field."
+        ),
+    )
+    checker_modules: list[str] = Field(
+        default_factory=list,
+        description=(
+            "The modules whose functions a task given through the API may name as its `module:function` checker "
+            "(with evaluation.allow_api_code true); a checker in any other module is a 400. Default: none."
+        ),
+    )
 
 
 class HarnessSettings(_Section):
@@ -155,6 +195,17 @@ class HarnessSettings(_Section):
     episode_max_tokens: int | None = Field(None, gt=0)  # the agent's completion budget inside gate episodes
     # An episode that crashes or times out is an error: its pair is dropped; more than this fraction fails closed.
     max_error_fraction: float = Field(0.5, ge=0, le=1)
+
+
+class SandboxSettings(_Section):
+    allow_unsandboxed: bool = Field(
+        False,
+        description=(
+            "Run untrusted code (agent episodes, task checks, discovery attempts) even where no isolating sandbox "
+            "(bubblewrap that can start) exists: it then sees the host's files and network. Off, such a run "
+            "refuses and the learner's step fails closed with the reason in its status."
+        ),
+    )
 
 
 class ObservabilitySettings(_Section):
@@ -174,4 +225,5 @@ class Settings(_Section):
     training: TrainingSettings = TrainingSettings()
     evaluation: EvaluationSettings = EvaluationSettings()
     harness: HarnessSettings = HarnessSettings()
+    sandbox: SandboxSettings = SandboxSettings()
     observability: ObservabilitySettings = ObservabilitySettings()

@@ -5,11 +5,15 @@ binding, with a timeout, a residue check and the trajectory read back.
 `models.json` naming this Reef as provider `reef`; `PI_OFFLINE=1 pi --provider reef --model ID --mode json -p
 TASK`). `chat` episodes are one request through the engine with the chat adapter's system prompt.
 
-Sandboxing: where `bwrap` exists the agent sees the host read-only, a private /tmp, its own writable root and
-its own PID namespace and no network (`--unshare-net`) but the model endpoint: since that also removes the
-host's loopback, Reef's address is brought in over a Unix socket in the root and a forwarder inside the sandbox
-listening on Reef's port (`reef.sandbox.netbridge`). The environment is emptied (no provider keys reach the
-agent), and the only credential inside the root is the Reef token of the binding.
+Sandboxing (`reef.sandbox`): the agent sees the system directories, the Python environment and its own install
+directory read-only, a private /tmp, its own writable root (HOME and the XDG config, cache and data directories
+inside it) and its own PID namespace, and no network (`--unshare-net`) but the model endpoint: since that also
+removes the host's loopback, Reef's address is brought in over a Unix socket in the root and a forwarder inside the
+sandbox listening on Reef's port (`reef.sandbox.netbridge`). The state directory, the database, the release
+repository and the real home are not there. Without an isolating sandbox an episode refuses (`SandboxRefused`)
+unless `sandbox.allow_unsandboxed`. The environment is emptied (no provider keys reach the agent), and the only
+credential inside the root is the binding's token, which the gate mints per evaluation and which reaches only
+`/v1/*` (`reef.core.episode_tokens`).
 """
 
 from __future__ import annotations
@@ -37,8 +41,9 @@ from reef.harness.tree import HarnessTree
 from reef.inference.base import Engine, RequestContext
 from reef.learning.evaluation import answer_text
 from reef.learning.evaluation.agent_tasks import AgentCheck, Workspace
-from reef.sandbox.bubblewrap import bwrap_available, bwrap_prefix, needed_under_tmp
+from reef.sandbox.bubblewrap import bwrap_prefix, needed_by
 from reef.sandbox.netbridge import FORWARDER, unix_bridge
+from reef.sandbox.policy import choose_sandbox
 
 STDERR_TAIL_CHARS = 4_000
 
@@ -109,10 +114,13 @@ class PiEpisodes:
         max_parallel: int = 2,
         sandbox: bool | None = None,
         temp_dir: Path | None = None,
+        allow_unsandboxed: bool = False,
     ) -> None:
         self.binary = shutil.which(binary) or binary
         self.timeout_s = timeout_s
-        self.sandbox = bwrap_available() if sandbox is None else sandbox
+        # None: bubblewrap, or a refusal where it cannot start (unless `allow_unsandboxed`); decided per run.
+        self.sandbox = sandbox
+        self.allow_unsandboxed = allow_unsandboxed
         self.temp_dir = temp_dir
         self._limit = asyncio.Semaphore(max_parallel)
 
@@ -120,7 +128,18 @@ class PiEpisodes:
     def from_settings(cls, settings: Settings, binary: str = "pi") -> PiEpisodes:
         """Timeout and parallelism from `settings.harness` (`episode_timeout_s`, `max_parallel_episodes`)."""
         harness = settings.harness
-        return cls(binary, timeout_s=harness.episode_timeout_s, max_parallel=harness.max_parallel_episodes)
+        return cls(
+            binary,
+            timeout_s=harness.episode_timeout_s,
+            max_parallel=harness.max_parallel_episodes,
+            allow_unsandboxed=settings.sandbox.allow_unsandboxed,
+        )
+
+    def sandboxed(self) -> bool:
+        """Whether the next episode runs under bubblewrap; SandboxRefused when it may not run at all."""
+        if self.sandbox is not None:
+            return self.sandbox
+        return choose_sandbox(self.allow_unsandboxed, "an agent episode")
 
     @staticmethod
     def available(binary: str = "pi") -> bool:
@@ -138,19 +157,26 @@ class PiEpisodes:
         check: AgentCheck | None = None,
     ) -> EpisodeResult:
         """One episode: the agent starts in `workspace`; `check` runs after it (not when the agent failed)."""
+        sandbox = self.sandboxed()
         async with self._limit:
             root = Path(tempfile.mkdtemp(prefix="reef-episode-", dir=self.temp_dir))
             try:
-                result = await self._run_in(root, tree, task, binding, workspace)
+                result = await self._run_in(root, tree, task, binding, workspace, sandbox)
                 if check is not None and result.error is None:
-                    checked = await run_check(root, root / "work", check, self.sandbox)
+                    checked = await run_check(root, root / "work", check, sandbox)
                     result = dataclasses.replace(result, check=checked)
                 return result
             finally:
                 shutil.rmtree(root, ignore_errors=True)
 
     async def _run_in(
-        self, root: Path, tree: HarnessTree, task: str, binding: ModelBinding, workspace: Workspace | None = None
+        self,
+        root: Path,
+        tree: HarnessTree,
+        task: str,
+        binding: ModelBinding,
+        workspace: Workspace | None,
+        sandbox: bool,
     ) -> EpisodeResult:
         agent, work, home = root / "agent", root / "work", root / "home"
         for directory in (agent, work, home, root / "tmp"):
@@ -161,8 +187,8 @@ class PiEpisodes:
         os.chmod(agent / "models.json", 0o600)
         command = [self.binary, "--provider", "reef", "--model", binding.model, "--mode", "json", "--no-session"]
         command += ["-p", task]
-        if not self.sandbox:
-            return await self._execute(root, work, home, agent, command)
+        if not sandbox:
+            return await self._execute(root, work, home, agent, command, sandbox)
         endpoint = urllib.parse.urlsplit(binding.base_url)
         host, port = endpoint.hostname or "127.0.0.1", endpoint.port or (443 if endpoint.scheme == "https" else 80)
         (root / "forwarder.py").write_text(FORWARDER)
@@ -170,12 +196,17 @@ class PiEpisodes:
         forwarded = [sys.executable, str(root / "forwarder.py"), str(socket_path), str(port), "--", *command]
         sandboxed = self._sandboxed(root, work, Path(self.binary).resolve().parent) + forwarded
         async with unix_bridge(socket_path, host, port):
-            return await self._execute(root, work, home, agent, sandboxed)
+            return await self._execute(root, work, home, agent, sandboxed, sandbox)
 
-    async def _execute(self, root: Path, work: Path, home: Path, agent: Path, command: list[str]) -> EpisodeResult:
+    async def _execute(
+        self, root: Path, work: Path, home: Path, agent: Path, command: list[str], sandbox: bool
+    ) -> EpisodeResult:
         env = {
             "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
             "HOME": str(home),
+            "XDG_CONFIG_HOME": str(home / ".config"),
+            "XDG_CACHE_HOME": str(home / ".cache"),
+            "XDG_DATA_HOME": str(home / ".local" / "share"),
             "TMPDIR": str(root / "tmp"),
             "LANG": "C.UTF-8",
             "PI_OFFLINE": "1",
@@ -207,14 +238,14 @@ class PiEpisodes:
             timed_out=timed_out,
             trajectory=trajectory,
             residue=residue,
-            sandboxed=self.sandbox,
+            sandboxed=sandbox,
             duration_s=duration_s,
             stderr_tail=stderr.decode("utf-8", "replace")[-STDERR_TAIL_CHARS:],
         )
 
     @staticmethod
     def _sandboxed(root: Path, work: Path, binary_dir: Path) -> list[str]:
-        return bwrap_prefix(root, work, needed_under_tmp(binary_dir))
+        return bwrap_prefix(root, work, needed_by(binary_dir))
 
 
 async def chat_episode(engine: Engine, tree: HarnessTree, task: str, binding: ModelBinding) -> EpisodeResult:
