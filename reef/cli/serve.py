@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 from reef.application.config import ConfigError, describe_settings, load_settings, parse_overrides
+from reef.application.exposure import check_exposure, startup_warnings
 from reef.core.errors import BadRequest
 from reef.core.settings import Settings
 from reef.observability import tracing
@@ -145,6 +146,7 @@ def run_serve(args: argparse.Namespace, extra: list[str]) -> int:
         return Supervisor(settings, argv).run()
     try:
         # Before anything is opened: a tracing setting that cannot work stops the start, as any bad setting does.
+        check_exposure(settings)
         traced = tracing.configure(settings.observability)
         app = build_app(settings)
     except (ConfigError, tracing.TracingError) as exc:
@@ -156,6 +158,8 @@ def run_serve(args: argparse.Namespace, extra: list[str]) -> int:
         prefix = "learning." if (exc.field or "").startswith("recipe_config") else ""
         print(f"reef: configuration error: {prefix}{exc.message}", file=sys.stderr)
         return 2
+    for line in startup_warnings(settings):
+        (log.info if line.startswith("sandbox: bubblewrap") else log.warning)("%s", line)
     if traced is not None:
         log.info("tracing: spans go to %s (service.name %s)", traced.url, settings.observability.service_name)
     try:

@@ -50,6 +50,10 @@ class ServerSettings(_Section):
             found.append(self.token.get_secret_value())
         return [t for t in found if t]
 
+    def all_admin_tokens(self) -> list[str]:
+        """The admin tokens (reef.admin_tokens), empty ones dropped."""
+        return [t.get_secret_value() for t in self.admin_tokens if t.get_secret_value()]
+
 
 class InferenceSettings(_Section):
     backend: Literal["auto", "upstream", "local", "vllm", "sglang"] = "auto"

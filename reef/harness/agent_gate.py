@@ -22,6 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from reef.core.episode_tokens import mint_episode_token
 from reef.core.errors import BadRequest
 from reef.core.settings import Settings
 from reef.harness.episodes import EpisodeResult, ModelBinding, PiEpisodes
@@ -56,16 +57,21 @@ def agent_adapter(settings: Settings) -> str | None:
     return adapter
 
 
+EPISODE_TOKEN_MARGIN_S = 60.0  # an episode's token outlives its timeout by this much
+
+
 def binding_for(settings: Settings, scenario: str) -> ModelBinding:
-    """This Reef as the episodes' model endpoint (its own address, first token, served model)."""
+    """This Reef as the episodes' model endpoint (its own address, served model) with a fresh episode token that
+    reaches only `/v1/*` and expires soon after the episode's timeout (`reef.core.episode_tokens`)."""
     host = settings.reef.host if settings.reef.host not in ("0.0.0.0", "::", "") else "127.0.0.1"
-    tokens = settings.reef.all_tokens()
+    secrets = [*settings.reef.all_tokens(), *settings.reef.all_admin_tokens()]
+    ttl_s = settings.harness.episode_timeout_s + EPISODE_TOKEN_MARGIN_S
     model = settings.inference.served_model_name or settings.inference.upstream_model or "reef"
     return ModelBinding(
         f"http://{host}:{settings.reef.port}",
         scenario,
         model,
-        api_key=tokens[0] if tokens else "reef",
+        api_key=mint_episode_token(secrets, ttl_s) if secrets else "reef",
         max_tokens=settings.harness.episode_max_tokens or settings.evaluation.max_new_tokens,
     )
 
