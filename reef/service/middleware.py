@@ -16,7 +16,6 @@ from reef.observability.tracing import RequestSpan, Tracing
 from reef.service.metrics import ServiceMetrics
 from reef.service.scopes import Scope, required_scope, scope_words
 
-
 _FIXED_ROUTES = frozenset(
     {
         "/v1/chat/completions",

@@ -17,8 +17,8 @@ from typing import Any
 
 from fastapi import FastAPI
 
-from reef.service.scopes import Scope, required_scope, scope_words
 from reef.service.openapi_inference import INFERENCE_SCHEMAS, SCENARIO_HEADER, inference_paths
+from reef.service.scopes import Scope, required_scope, scope_words
 
 _Schema = dict[str, Any]
 
