@@ -24,6 +24,7 @@ from reef.inference.base import Engine, RequestContext
 from reef.learning.base import Evaluator, Recipe, Selector
 from reef.learning.control import contract
 from reef.learning.evaluation.defaults import default_evaluator, default_selector
+from reef.learning.evaluation.task_origin import refuse_code_from_traffic
 from reef.learning.evaluation.task_store import parse_tasks_body
 from reef.learning.evaluation.tasks import GateTasks
 from reef.learning.gate import GateSources
@@ -222,6 +223,8 @@ class Runtime:
         the task and field of the first problem, and then nothing is stored."""
         self._require(scenario)
         rows = parse_tasks_body(body, self.settings.evaluation.max_tasks_bytes)
+        evaluation = self.settings.evaluation
+        refuse_code_from_traffic(rows, evaluation.allow_api_code, evaluation.checker_modules)
         added = await asyncio.to_thread(self.gate.store.add, scenario, rows)
         await self._regate(scenario)
         return {"added": len(added), "tasks": added, "gate": self.gate_tasks(scenario).to_json()}

@@ -24,6 +24,7 @@ from typing import Any
 
 from reef.core.episode_tokens import mint_episode_token
 from reef.core.errors import BadRequest
+from reef.core.path_names import path_component
 from reef.core.settings import Settings
 from reef.harness.episodes import EpisodeResult, ModelBinding, PiEpisodes
 from reef.harness.tree import HarnessTree, load_tree
@@ -178,7 +179,7 @@ class AgentEvaluator(Evaluator):
     def _store_trajectory(self, scenario: str, episode_id: str, run: EpisodeResult) -> str:
         """Write the trajectory under the storage directory; the pointer is its path relative to it."""
         root = Path(self.settings.storage.dir).expanduser()
-        relative = Path("episodes") / scenario.replace(":", "%3A") / f"{episode_id}.json"
+        relative = Path("episodes") / path_component(scenario, "scenario") / f"{path_component(episode_id)}.json"
         path = root / relative
         path.parent.mkdir(parents=True, exist_ok=True)
         body = {"events": run.trajectory, "answer": run.answer, "stderr_tail": run.stderr_tail}
