@@ -26,11 +26,13 @@ from reef.core.episode_tokens import mint_episode_token
 from reef.core.errors import BadRequest
 from reef.core.path_names import path_component
 from reef.core.settings import Settings
+from reef.harness.directed import created_for_review
 from reef.harness.episodes import EpisodeResult, ModelBinding, PiEpisodes
 from reef.harness.tree import HarnessTree, load_tree
 from reef.learning.base import Evaluator
 from reef.learning.evaluation import Task, check
 from reef.learning.evaluation.tasks import GateTasks
+from reef.sandbox import SandboxRefused
 
 log = logging.getLogger(__name__)
 
@@ -109,6 +111,13 @@ class AgentEvaluator(Evaluator):
         current_dir = await asyncio.to_thread(self._release_dir, scenario, current_release_id)
         current = load_tree(current_dir) if current_dir is not None else HarnessTree()
         candidate = load_tree(candidate_path) if candidate_path is not None else current
+        unreviewed = created_for_review(current, candidate)
+        if unreviewed and not self.episodes.sandboxed():
+            # Model-written code runs only inside an isolating sandbox, whatever sandbox.allow_unsandboxed says.
+            raise SandboxRefused(
+                f"the candidate holds unreviewed extension/command nodes {unreviewed}: they are gated only inside an "
+                "isolating sandbox (bubblewrap), even with sandbox.allow_unsandboxed"
+            )
         evaluation_id = uuid.uuid4().hex[:12]
 
         async def pair(task: Task) -> tuple[EpisodeResult, EpisodeResult]:

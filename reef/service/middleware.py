@@ -88,6 +88,15 @@ def _finish_span(span: RequestSpan, scope: dict, status: int) -> None:
     span.finish(status)
 
 
+SCOPE_KEY = "reef.scope"  # the request's token scope, for the few routes whose answer depends on it
+
+
+def held_scope(scope: dict) -> Scope:
+    """The scope the request's token holds (ADMIN where no token is configured or the route is open)."""
+    held = scope.get(SCOPE_KEY)
+    return held if isinstance(held, Scope) else Scope.ADMIN
+
+
 class EdgeMiddleware:
     """Checks tokens and their scopes (constant time, never logged), enforces `max_body_bytes`, counts requests,
     and (when tracing is on) gives each request a span.
@@ -163,6 +172,7 @@ class EdgeMiddleware:
                     status_box[0] = 403
                     await _send_error(send, 403, "permission_error", f"this route needs {scope_words(needed)}")
                     return
+                scope[SCOPE_KEY] = held
             for name, value in headers:
                 if name == b"content-length":
                     try:
