@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hmac
 import time
+from collections.abc import MutableMapping
 from typing import Any
 
 import orjson
@@ -91,7 +92,7 @@ def _finish_span(span: RequestSpan, scope: dict, status: int) -> None:
 SCOPE_KEY = "reef.scope"  # the request's token scope, for the few routes whose answer depends on it
 
 
-def held_scope(scope: dict) -> Scope:
+def held_scope(scope: MutableMapping[str, Any]) -> Scope:
     """The scope the request's token holds (ADMIN where no token is configured or the route is open)."""
     held = scope.get(SCOPE_KEY)
     return held if isinstance(held, Scope) else Scope.ADMIN
