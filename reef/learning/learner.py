@@ -34,6 +34,7 @@ from reef.core.settings import Settings
 from reef.inference.base import Engine
 from reef.learning.activity import StepActivity, commit_summary
 from reef.learning.base import Batch, Evaluator, Processor, Recipe, Selector
+from reef.learning.budget import UpstreamBudget
 from reef.learning.control import TrainingControl
 from reef.learning.evaluation.selectors import Always
 from reef.learning.evaluation.tasks import GateTasks
@@ -70,8 +71,10 @@ class Learner:
         backend_factory: Callable[[], Any],
         gate: GateSources,
         leading: Callable[[], Awaitable[bool]] | None = None,
+        budget: UpstreamBudget | None = None,
     ) -> None:
         self.scenario = scenario
+        self.budget = budget
         self.recipe = recipe
         self.settings = settings
         self.records = records
@@ -234,8 +237,12 @@ class Learner:
         self.wake()
 
     def _blocker(self) -> str | None:
-        """Why no step may start now: the feedback source is down, or the gate cannot judge."""
+        """Why no step may start now: the upstream budget is spent, the feedback source is down, or the gate cannot
+        judge."""
         assert self._processor is not None
+        spent = self.budget.blocker(self.scenario) if self.budget is not None else None
+        if spent is not None:
+            return spent
         held = self._feedback.blocker() if self._feedback is not None else None
         return held or self.gate.blocker(self._processor)
 
