@@ -26,7 +26,7 @@ def add_serve_command(subparsers: Any) -> None:
         "serve",
         help="run the Reef HTTP service",
         description=(
-            "Run the Reef service. Settings come from defaults, environment fallbacks (REEF_TOKEN, "
+            "Run the Reef service. Settings come from defaults, environment fallbacks (REEF_TOKEN, REEF_ADMIN_TOKEN, "
             "REEF_UPSTREAM_URL, REEF_UPSTREAM_MODEL, REEF_UPSTREAM_API_KEY, REEF_DATABASE_URL), the YAML file "
             "given with -c, and dotted flags such as --reef.port 8900 or --inference.upstream-url URL "
             "(later layers win). See README.md for every key."
@@ -141,12 +141,16 @@ def run_serve(args: argparse.Namespace, extra: list[str]) -> int:
     logging.basicConfig(level=settings.reef.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     from reef.cli.workers import Supervisor, is_worker
 
+    try:
+        check_exposure(settings)
+    except ConfigError as exc:
+        print(f"reef: configuration error: {exc}", file=sys.stderr)
+        return 2
     if settings.reef.workers > 1 and not is_worker():
         argv = (["-c", str(args.config)] if args.config else []) + list(extra)
         return Supervisor(settings, argv).run()
     try:
         # Before anything is opened: a tracing setting that cannot work stops the start, as any bad setting does.
-        check_exposure(settings)
         traced = tracing.configure(settings.observability)
         app = build_app(settings)
     except (ConfigError, tracing.TracingError) as exc:

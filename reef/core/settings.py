@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
 
 class _Section(BaseModel):
@@ -23,8 +23,9 @@ class ServerSettings(_Section):
     admin_tokens: list[SecretStr] = Field(
         default_factory=list,
         description=(
-            "Tokens that reach every route (tasks, training control, rollback/promote, record import, export and "
-            "browsing, /metrics, the console). The agent tokens (reef.tokens, reef.token, REEF_TOKEN) reach only "
+            "Tokens (env fallback REEF_ADMIN_TOKEN) that reach every route (tasks, training control, "
+            "rollback/promote, record import, export and browsing, /metrics, the console). The agent tokens "
+            "(reef.tokens, reef.token, REEF_TOKEN) reach only "
             "/v1/*, reports, harness pull/install/proposals, the discovery archive, status and a scenario's "
             "contract. With no admin token configured the agent tokens are admin (a warning at start)."
         ),
@@ -43,6 +44,12 @@ class ServerSettings(_Section):
     workers: int = Field(1, gt=0)
     # This replica's name in GET /reef/status and in learner elections; None: `<hostname>:<pid>`.
     replica_id: str | None = Field(None, min_length=1, max_length=200)
+
+    @field_validator("tokens", "admin_tokens", mode="before")
+    @classmethod
+    def _one_token_is_a_list(cls, value: Any) -> Any:
+        # `--reef.admin-tokens s3cret` and env REEF_ADMIN_TOKEN give one string: a list of one token.
+        return [value] if isinstance(value, str) else value
 
     def all_tokens(self) -> list[str]:
         found = [t.get_secret_value() for t in self.tokens]
