@@ -34,7 +34,7 @@ ROUTE_SCOPES: tuple[tuple[str, str, Scope], ...] = (
     ("GET", "/docs/oauth2-redirect", Scope.OPEN),
     ("GET", "/redoc", Scope.OPEN),
     ("GET", "/console", Scope.OPEN),  # the page and its scripts hold no data; the data routes need admin
-    ("GET", "/console/[^/]+", Scope.OPEN),
+    ("GET", "/console/.+", Scope.OPEN),  # the console route serves only its own files (404 otherwise)
     ("*", "/v1/.*", Scope.EPISODE),
     ("POST", "/reef/report", Scope.AGENT),
     ("GET", "/reef/status", Scope.AGENT),
