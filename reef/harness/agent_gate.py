@@ -100,6 +100,14 @@ class AgentEvaluator(Evaluator):
         self._binding_for = binding_for_scenario or (lambda scenario: binding_for(settings, scenario))
         self._details: dict[str, dict[str, Any]] = {}
 
+    def blocker(self) -> str | None:
+        """`sandbox: …` when the episodes may not run here (no isolating sandbox, not allowed unsandboxed)."""
+        try:
+            self.episodes.sandboxed()
+        except SandboxRefused as refused:
+            return f"sandbox: {refused}"
+        return None
+
     def details(self, scenario: str) -> dict[str, Any] | None:
         """The last evaluation of `scenario`: every episode and the dropped pairs (for the step's commit)."""
         return self._details.pop(scenario, None)

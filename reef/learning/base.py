@@ -105,6 +105,11 @@ class Evaluator(abc.ABC):
     ) -> tuple[list[float], list[float]]:
         """(candidate scores, current scores): same tasks, same sampling, interleaved."""
 
+    def blocker(self) -> str | None:
+        """Why this evaluator cannot judge at all now (e.g. it runs untrusted code and no sandbox may start), or
+        None; the learner then starts no step and consumes nothing."""
+        return None
+
 
 class Selector(abc.ABC):
     """Decides whether a candidate replaces the serving release."""

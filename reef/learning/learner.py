@@ -243,6 +243,9 @@ class Learner:
         spent = self.budget.blocker(self.scenario) if self.budget is not None else None
         if spent is not None:
             return spent
+        refused = self.evaluator.blocker()
+        if refused is not None:
+            return refused
         held = self._feedback.blocker() if self._feedback is not None else None
         return held or self.gate.blocker(self._processor)
 

@@ -121,3 +121,15 @@ async def test_a_candidate_with_unreviewed_extension_nodes_is_never_gated_outsid
     with pytest.raises(SandboxRefused, match="unreviewed extension/command nodes"):
         await evaluator.paired_scores("s", tmp_path / "extended", "rel_serving")
     assert not (tmp_path / "state" / "episodes").exists()  # no episode ran
+
+
+def test_without_an_isolating_sandbox_the_agent_gate_blocks_learning_naming_the_setting(tmp_path, fake_pi, monkeypatch):
+    from reef.sandbox import Isolation, policy
+
+    monkeypatch.setattr(policy, "isolation", lambda: Isolation(False, "bwrap (bubblewrap) is not installed"))
+    evaluator = gate(tmp_path, fake_pi, [{"prompt": "hello", "check": {"file": "x", "contains": "y"}}])
+    evaluator.episodes = PiEpisodes(fake_pi, timeout_s=2, temp_dir=tmp_path)  # sandbox chosen per run
+    blocked = evaluator.blocker()
+    assert blocked is not None and blocked.startswith("sandbox: ") and "sandbox.allow_unsandboxed" in blocked
+    evaluator.episodes = PiEpisodes(fake_pi, timeout_s=2, temp_dir=tmp_path, allow_unsandboxed=True)
+    assert evaluator.blocker() is None
