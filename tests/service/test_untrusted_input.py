@@ -17,9 +17,12 @@ from reef.core.errors import BadRequest
 from reef.core.path_names import check_path_name, path_component
 from reef.core.scenarios import validate_scenario_name
 from reef.core.settings import EvaluationSettings, Settings, StorageSettings
+from reef.harness.admission import admit_node
 from reef.harness.agent_gate import AgentEvaluator
 from reef.harness.episodes import EpisodeResult
 from reef.harness.proposals import ProposalQueue
+from reef.harness.render import write_files
+from reef.harness.tree import Node
 from reef.learning.evaluation.agent_tasks import parse_check, parse_workspace
 from reef.learning.evaluation.task_store import TaskStore
 from reef.learning.evaluation.tasks import load_tasks, parse_task
@@ -123,6 +126,8 @@ def test_every_path_built_from_a_client_name_refuses_traversal(tmp_path: Path, n
         lambda: parse_workspace({"files": {name: "x"}}, "workspace"),
         lambda: parse_check({"file": name, "contains": "x"}, "check"),
         lambda: path_component(name),
+        lambda: admit_node(Node("n", "skill", {"name": name, "description": "d", "text": "t"})),
+        lambda: write_files({f"skills/{name}/../../../../escaped": "x"}, tmp_path / "agent"),
     ]
     for index, place in enumerate(places):
         with pytest.raises(BadRequest):
