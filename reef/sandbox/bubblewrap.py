@@ -73,7 +73,8 @@ def bwrap_prefix(root: Path, workdir: Path, visible: Iterable[Path] = ()) -> lis
 
 def needed_by(binary_dir: Path) -> list[Path]:
     """What a program in `binary_dir` needs bound: the directory itself and its scripts' interpreters'
-    environments (e.g. a virtualenv: its bin/, lib/ and pyvenv.cfg)."""
+    installations (a virtualenv: its bin/, lib/ and pyvenv.cfg; `#!/usr/bin/env node`: node's prefix, such as the
+    npm global prefix)."""
     needed = {binary_dir}
     for entry in binary_dir.iterdir() if binary_dir.is_dir() else []:
         try:
@@ -82,6 +83,10 @@ def needed_by(binary_dir: Path) -> list[Path]:
             continue
         if first.startswith(b"#!"):
             words = first[2:].decode("utf-8", "replace").split()
-            if words:
+            if words and Path(words[0]).name == "env" and len(words) > 1:
+                found = shutil.which(words[-1])  # `#!/usr/bin/env node`: wherever node is (e.g. under nvm)
+                if found:
+                    needed.add(Path(found).resolve().parent.parent)
+            elif words:
                 needed.add(Path(words[0]).parent.parent)
     return sorted(p for p in needed if p != Path("/"))
