@@ -6,7 +6,7 @@ PI_VERSION ?= 0.73.1
 
 LLAMA_CPP_PYTHON ?= 0.3.36
 
-.PHONY: setup setup-llamacpp system-deps test lint demo serve bench clean
+.PHONY: setup setup-llamacpp system-deps test lint demo serve bench clean reference docs
 
 setup: $(VENV)/.installed
 
@@ -51,6 +51,15 @@ lint: setup
 	$(VENV)/bin/ruff format --check reef tests benchmarks scripts
 	$(VENV)/bin/mypy
 
+# The generated reference pages (configuration from the settings model, CLI from every command's --help); a test
+# fails when the committed pages differ from what this writes.
+reference: setup
+	$(PY) -m reef.cli.reference
+
+# The documentation site (MkDocs + Material) into site/; strict: a broken link, anchor or missing page fails.
+docs: reference
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
+
 demo: setup setup-llamacpp system-deps
 	$(VENV)/bin/reef demo --recipe sft --report demo-report.html
 
@@ -58,4 +67,4 @@ bench: setup system-deps
 	$(PY) benchmarks/proxy.py
 
 clean:
-	rm -rf $(VENV) .reef .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .reef .pytest_cache .mypy_cache .ruff_cache site

@@ -1,4 +1,4 @@
-"""What the demo asks of a running Reef, over its public HTTP API only (PROTOCOL.md)."""
+"""What the demo asks of a running Reef, over its public HTTP API only (docs/reference/http-api.md)."""
 
 from __future__ import annotations
 

@@ -118,7 +118,8 @@ PROFILES: dict[str, RecipeProfile] = {
     # Greedy rollouts like sft; the report's demonstration reaches the (frozen, base) teacher, not the loss. At 1e-3
     # float32 serving (CPUs without native bfloat16) learnt phase two so far that phase one lost a third; 5e-4 kept it.
     # The gate scores how likely each side is to say exactly the known answer (what a demonstration teaches), which
-    # rises step by step where 14 exact scores move by whole tasks or not at all (README: retention met more often).
+    # rises step by step where 14 exact scores move by whole tasks or not at all (retention met more often;
+    # docs/results/).
     "sdft": RecipeProfile(
         "sdft", prompts_per_round=8, samples_per_prompt=1, temperature=0.0, max_tokens=8,
         learning_rate=5e-4, epochs=2, batch_size=8, recipe_config=SHOWN_FOUR_TIMES, gate_scoring="likelihood",

@@ -1,4 +1,5 @@
-"""Contracts of the learning layer (DESIGN.md): Processor, Recipe, TrainingBackend, Evaluator, Selector."""
+"""The learning layer's contracts (docs/developer/architecture.md): Processor, Recipe, TrainingBackend, Evaluator,
+Selector."""
 
 from __future__ import annotations
 

@@ -194,7 +194,7 @@ def apply_admissible(tree: HarnessTree, mutations: list[Mutation]) -> tuple[Harn
 def fallback_mutations(tree: HarnessTree, traces: list[dict[str, Any]], limit: int = 4) -> list[Mutation]:
     """Deterministic mutations: failing examples (with their correct answer when known) as memory items.
 
-    Worked examples in the prompt move a small model a lot (MEASURED.md), so this alone is a useful step.
+    Worked examples in the prompt move a small model a lot (docs/results/), so this alone is a useful step.
     When nothing failed, well-scored answers become examples instead.
     """
     failures = [t for t in traces if is_failure(t) and question_of(t)]

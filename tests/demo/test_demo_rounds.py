@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from reef.cli import demo_rounds
+from reef.demo import rounds as demo_rounds
 from reef.demo.api import Measurement
 from reef.demo.recipes import PROFILES
 from reef.demo.result import DemoRun
