@@ -19,8 +19,9 @@ class ServerSettings(_Section):
     host: str = Field("127.0.0.1", description="The address `reef serve` listens on.")
     port: int = Field(8900, ge=0, le=65535, description="The port `reef serve` listens on (0: any free port).")
     token: SecretStr | None = Field(
-        None, description="An agent token (`Authorization: Bearer …`, env REEF_TOKEN); see `admin_tokens` for the scopes; None and "
-        "no other token: no auth."
+        None,
+        description="An agent token (`Authorization: Bearer …`, env REEF_TOKEN); see `admin_tokens` for the "
+        "scopes; None and no other token: no auth.",
     )
     tokens: list[SecretStr] = Field(
         default_factory=list, description="More agent tokens, alongside `token` (e.g. during a rotation)."
