@@ -88,6 +88,9 @@ class FeedbackSource(abc.ABC):
     def status(self) -> dict[str, Any]:
         """What `/reef/status` shows of it."""
 
+    def meter(self, on_usage: Callable[[Any], None]) -> None:  # noqa: B027 - only an endpoint judge spends tokens
+        """Hand each upstream answer's `usage` to `on_usage` (the learner's upstream budget counts it)."""
+
 
 class TrainingBackend(abc.ABC):
     """Runs one training job outside the server process (`local` subprocess or `ray` task)."""

@@ -34,7 +34,7 @@ from reef.core.settings import Settings
 from reef.inference.base import Engine
 from reef.learning.activity import StepActivity, commit_summary
 from reef.learning.base import Batch, Evaluator, Processor, Recipe, Selector
-from reef.learning.budget import UpstreamBudget
+from reef.learning.budget import UpstreamBudget, usage_tokens
 from reef.learning.control import TrainingControl
 from reef.learning.evaluation.selectors import Always
 from reef.learning.evaluation.tasks import GateTasks
@@ -116,6 +116,8 @@ class Learner:
         self._control = TrainingControl(scenario, records, settings.learning.mode)
         # Feedback computed from traffic (openclawrl's judge): runs beside the loop, its verdicts become records.
         self._feedback = recipe.feedback_source(scenario)
+        if self._feedback is not None and budget is not None and budget.max_tokens_per_hour:
+            self._feedback.meter(lambda usage: budget.spend(scenario, usage_tokens(usage)))
         self._feedback_task: asyncio.Task[None] | None = None
 
     # ---- lifecycle -------------------------------------------------------------------------------------------

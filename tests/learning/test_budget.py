@@ -108,3 +108,22 @@ async def test_a_gate_episodes_requests_over_v1_count_and_other_traffic_does_not
     records.close()
     assert user.status_code == episode.status_code == 200
     assert runtime.budget.spent("ep") == 42
+
+
+async def test_an_endpoint_judges_usage_is_handed_to_the_meter() -> None:
+    import httpx
+
+    from reef.judge.base import JudgeRequest
+    from reef.judge.judges import EndpointJudge, JudgeSettings
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        reply = {"choices": [{"message": {"content": "VOTE: 1"}}], "usage": {"total_tokens": 17}}
+        return httpx.Response(200, json=reply)
+
+    judge = EndpointJudge(JudgeSettings(url="http://judge.test", model="j"))
+    judge._client = httpx.AsyncClient(base_url="http://judge.test", transport=httpx.MockTransport(answer))
+    budget = UpstreamBudget(1000, Clock())
+    judge.meter(lambda usage: budget.spend("judged", usage_tokens(usage)))
+    await judge.vote(JudgeRequest("t1", ({"role": "user", "content": "q"},), "a", {"role": "user"}, "r2", "s"))
+    await judge.aclose()
+    assert budget.spent("judged") == 17
