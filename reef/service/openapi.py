@@ -33,7 +33,13 @@ ERROR_SCHEMA: _Schema = {
             "properties": {
                 "type": {
                     "type": "string",
-                    "examples": ["invalid_request_error", "authentication_error", "not_found_error", "conflict_error"],
+                    "examples": [
+                        "invalid_request_error",
+                        "authentication_error",
+                        "permission_error",
+                        "not_found_error",
+                        "conflict_error",
+                    ],
                 },
                 "message": {"type": "string", "description": "for a 400, starts with the offending field"},
             },
