@@ -23,8 +23,10 @@ from reef.core.releases import Release, ReleaseOperation
 from reef.core.settings import Settings
 from reef.inference.base import Engine, RequestContext
 from reef.learning.base import Evaluator, Recipe, Selector
+from reef.learning.budget import MeteredEngine, UpstreamBudget, usage_tokens
 from reef.learning.control import contract
 from reef.learning.evaluation.defaults import default_evaluator, default_selector
+from reef.learning.evaluation.task_origin import refuse_code_from_traffic
 from reef.learning.evaluation.task_store import parse_tasks_body
 from reef.learning.evaluation.tasks import GateTasks
 from reef.learning.gate import GateSources
@@ -53,8 +55,12 @@ class Runtime:
         backend_factory: Any = None,
         election: Election | None = None,
         hints: ReleaseHints | None = None,
+        budget: UpstreamBudget | None = None,
     ) -> None:
         self.settings = settings
+        self.budget = budget or UpstreamBudget(settings.learning.max_upstream_tokens_per_hour)
+        # The learner's own model calls (gate generations, proposer, judge) count against the budget.
+        learner_engine = MeteredEngine(engine, self.budget) if self.budget.max_tokens_per_hour else engine
         self.records = records
         self.release_store = releases
         self.commit_log = commits
@@ -69,7 +75,7 @@ class Runtime:
         self.gate = GateSources(settings)
         self.evaluator = evaluator or default_evaluator(
             recipe,
-            engine,
+            learner_engine,
             settings,
             context_for=self.context_for,
             gate_for=self.gate_tasks,
@@ -96,6 +102,8 @@ class Runtime:
             serving=self.serving,
             election=election or SoleElection(settings.reef.replica_id),
             hints=hints or NoHints(),
+            learner_engine=learner_engine,
+            budget=self.budget,
         )
         self.replica = self.scenarios.replica
         self.rollouts = Rollouts(
@@ -268,11 +276,17 @@ class Runtime:
         self._require(scenario)
         return {"tasks": self.gate.store.rows(scenario), "gate": self.gate_tasks(scenario).to_json()}
 
+    def count_learner_usage(self, scenario: str, usage: dict[str, Any] | None) -> None:
+        """Count what one of the learner's own requests that came over `/v1` (a gate episode's) spent upstream."""
+        self.budget.spend(scenario, usage_tokens(usage))
+
     async def add_tasks(self, scenario: str, body: bytes) -> dict[str, Any]:
         """Validate and store gate tasks given as a request body (`{"tasks": [...]}` or JSONL); BadRequest names
         the task and field of the first problem, and then nothing is stored."""
         self._require(scenario)
         rows = parse_tasks_body(body, self.settings.evaluation.max_tasks_bytes)
+        evaluation = self.settings.evaluation
+        refuse_code_from_traffic(rows, evaluation.allow_api_code, evaluation.checker_modules)
         added = await asyncio.to_thread(self.gate.store.add, scenario, rows)
         await self._regate(scenario)
         return {"added": len(added), "tasks": added, "gate": self.gate_tasks(scenario).to_json()}

@@ -22,6 +22,7 @@ from reef.core.releases import Release
 from reef.core.settings import Settings
 from reef.inference.base import Engine
 from reef.learning.base import Evaluator, Recipe, Selector
+from reef.learning.budget import UpstreamBudget
 from reef.learning.gate import GateSources
 from reef.learning.learner import Learner
 from reef.learning.rollout.hooks import RolloutHooks
@@ -51,12 +52,16 @@ class Scenarios:
         serving: ServingContexts,
         election: Election,
         hints: ReleaseHints,
+        learner_engine: Engine | None = None,
+        budget: UpstreamBudget | None = None,
     ) -> None:
         self.settings = settings
         self.records = records
         self.release_store = releases
         self.commit_log = commits
         self.engine = engine
+        self.learner_engine = learner_engine or engine  # the engine its learners call (metered under a budget)
+        self.budget = budget
         self.recipe = recipe
         self.learns = learns
         self.evaluator = evaluator
@@ -162,7 +167,7 @@ class Scenarios:
             records=self.records,
             releases=self.release_store,
             commits=self.commit_log,
-            engine=self.engine,
+            engine=self.learner_engine,
             evaluator=self.evaluator,
             selector=self.selector,
             activate=self.published,
@@ -171,6 +176,7 @@ class Scenarios:
             gate=self.gate,
             leading=lambda: self.replica.holds(name),
             rollouts=self.rollouts,
+            budget=self.budget,
         )
 
     def commit_lock(self, scenario: str) -> asyncio.Lock:

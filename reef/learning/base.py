@@ -95,6 +95,9 @@ class FeedbackSource(abc.ABC):
     def status(self) -> dict[str, Any]:
         """What `/reef/status` shows of it."""
 
+    def meter(self, on_usage: Callable[[Any], None]) -> None:  # noqa: B027 - only an endpoint judge spends tokens
+        """Hand each upstream answer's `usage` to `on_usage` (the learner's upstream budget counts it)."""
+
 
 class TrainingBackend(abc.ABC):
     """Runs one training job outside the server process (`local` subprocess or `ray` task)."""
@@ -112,6 +115,11 @@ class Evaluator(abc.ABC):
         self, scenario: str, candidate_path: Path | None, current_release_id: str | None
     ) -> tuple[list[float], list[float]]:
         """(candidate scores, current scores): same tasks, same sampling, interleaved."""
+
+    def blocker(self) -> str | None:
+        """Why this evaluator cannot judge at all now (e.g. it runs untrusted code and no sandbox may start), or
+        None; the learner then starts no step and consumes nothing."""
+        return None
 
 
 class Selector(abc.ABC):

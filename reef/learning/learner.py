@@ -35,6 +35,7 @@ from reef.core.settings import Settings
 from reef.inference.base import Engine
 from reef.learning.activity import StepActivity, commit_summary
 from reef.learning.base import Batch, Evaluator, Processor, Recipe, Selector
+from reef.learning.budget import UpstreamBudget, usage_tokens
 from reef.learning.control import TrainingControl
 from reef.learning.evaluation.selectors import Always
 from reef.learning.evaluation.tasks import GateTasks
@@ -73,8 +74,10 @@ class Learner:
         gate: GateSources,
         leading: Callable[[], Awaitable[bool]] | None = None,
         rollouts: RolloutHooks | None = None,
+        budget: UpstreamBudget | None = None,
     ) -> None:
         self.scenario = scenario
+        self.budget = budget
         self.recipe = recipe
         self.settings = settings
         self.records = records
@@ -117,6 +120,8 @@ class Learner:
         self._control = TrainingControl(scenario, records, settings.learning.mode)
         # Feedback computed from traffic (openclawrl's judge): runs beside the loop, its verdicts become records.
         self._feedback = recipe.feedback_source(scenario)
+        if self._feedback is not None and budget is not None and budget.max_tokens_per_hour:
+            self._feedback.meter(lambda usage: budget.spend(scenario, usage_tokens(usage)))
         self._feedback_task: asyncio.Task[None] | None = None
 
     # ---- lifecycle -------------------------------------------------------------------------------------------
@@ -248,8 +253,15 @@ class Learner:
         self.wake()
 
     def _blocker(self) -> str | None:
-        """Why no step may start now: the feedback source is down, or the gate cannot judge."""
+        """Why no step may start now: the upstream budget is spent, the feedback source is down, or the gate cannot
+        judge."""
         assert self._processor is not None
+        spent = self.budget.blocker(self.scenario) if self.budget is not None else None
+        if spent is not None:
+            return spent
+        refused = self.evaluator.blocker()
+        if refused is not None:
+            return refused
         held = self._feedback.blocker() if self._feedback is not None else None
         return held or self.gate.blocker(self._processor)
 

@@ -265,6 +265,10 @@ async def _remember(state: Any, record: Record) -> None:
     """
     await state.records.append_async([record])
     state.metrics.count_records("inference")
+    payload = record.payload or {}
+    if "reef-episode" in (payload.get("tags") or {}):  # a gate episode's request: the learner's own traffic
+        usage = payload.get("usage") or (payload.get("response") or {}).get("usage")
+        state.runtime.count_learner_usage(record.scenario, usage)
 
 
 async def _record_cut_stream(state: Any, record: Record) -> None:
