@@ -134,6 +134,13 @@ def open_coordination(settings: Settings) -> tuple[Any, Any, Any]:
 
 def run_serve(args: argparse.Namespace, extra: list[str]) -> int:
     settings, sources = resolve(args, extra)
+    from reef.application.startup import check_startup
+
+    try:  # in their documented order, before any engine, model or store is opened
+        check_startup(settings)
+    except ConfigError as exc:
+        print(f"reef: configuration error: {exc}", file=sys.stderr)
+        return 2
     if args.print_config:
         print_config(settings, sources)
         return 0

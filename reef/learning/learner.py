@@ -80,9 +80,7 @@ class Learner:
         self.engine = engine
         self.evaluator = evaluator
         self.selector = selector
-        self.gate = ScenarioGate(
-            scenario, gate, bool(getattr(evaluator, "uses_gate_tasks", False)), isinstance(selector, Always)
-        )
+        self.gate = ScenarioGate(scenario, gate, evaluator.uses_gate_tasks, isinstance(selector, Always))
         self.lineage = WorkingLineage(scenario, releases)
         self._activity = StepActivity(scenario)
         self._steps = Steps(
@@ -285,7 +283,7 @@ class Learner:
                 assert self._processor is not None
                 still_blocked = self._steps.blocked is not None and self._blocker() is not None
                 # A processor may count units coarser than samples (grpo: whole groups); it says how many make a batch.
-                needed = getattr(self._processor, "units_per_batch", batch_size)
+                needed = self._processor.units_per_batch or batch_size
                 if self._processor.ready() >= needed and not still_blocked and await self.step() is not None:
                     if self._steps.failures:
                         await self._sleep(min(poll_s * 2**self._steps.failures, MAX_BACKOFF_S))

@@ -104,6 +104,8 @@ class Unit:
 class ReportJoiningProcessor(Processor):
     """Buffers units made by `join`; a batch takes `units_per_batch` of them plus the ids of skipped reports."""
 
+    units_per_batch: int
+
     def __init__(self, units_per_batch: int) -> None:
         self.units_per_batch = units_per_batch
         self.skipped: collections.Counter[str] = collections.Counter()
