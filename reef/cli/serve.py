@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import logging
 import sys
 from pathlib import Path
@@ -15,6 +16,8 @@ from rich.table import Table
 from reef.application.config import ConfigError, describe_settings, load_settings, parse_overrides
 from reef.core.errors import BadRequest
 from reef.core.settings import Settings
+from reef.learning.recipe_config import resolved_rows
+from reef.learning.recipes_registry import recipe_class
 from reef.observability import tracing
 
 log = logging.getLogger("reef")
@@ -50,6 +53,11 @@ def print_config(settings: Settings, sources: dict[str, str]) -> None:
         table.add_column(column)
     for key, value, source in describe_settings(settings, sources):
         table.add_row(key, value, source)
+    # The recipe's configuration key by key, defaults filled in (already validated by the startup checks).
+    given_by = sources.get("learning.recipe_config", "default")
+    model = recipe_class(settings.learning.recipe).config_model
+    for name, value, given in resolved_rows(model, settings.learning.recipe_config):
+        table.add_row(f"learning.recipe-config.{name}", json.dumps(value), given_by if given else "default")
     Console(width=140).print(table)
 
 

@@ -38,6 +38,13 @@ def parse_recipe_config(model: type[BaseModel] | None, raw: Mapping[str, Any]) -
         raise BadRequest(message, field=f"{FIELD}.{key}") from None
 
 
+def resolved_rows(model: type[BaseModel] | None, raw: Mapping[str, Any]) -> list[tuple[str, Any, bool]]:
+    """(key, resolved value, whether it was given) for every key of the resolved configuration, for
+    `reef serve --print-config`; a recipe without a model shows the keys given."""
+    resolved = config_dict(parse_recipe_config(model, raw))
+    return [(key, value, key in raw) for key, value in resolved.items()]
+
+
 def config_dict(config: BaseModel | Mapping[str, Any]) -> dict[str, Any]:
     """The configuration as a plain dict (every key, defaults included), as a training job's config carries it."""
     return config.model_dump(mode="json") if isinstance(config, BaseModel) else dict(config)
