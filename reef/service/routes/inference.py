@@ -28,6 +28,7 @@ from reef.inference.sse import receipt_frames
 from reef.observability import tracing
 from reef.service.deps import json_object, live_scenario, release_pin_of, scenario_of, tags_of
 from reef.service.errors import reef_error_response, unexpected_error_response
+from reef.service.state import ServiceState
 
 log = logging.getLogger("reef.service")
 _background: set[asyncio.Task] = set()
@@ -73,7 +74,7 @@ def _inference_record(
     return Record.new(scenario, "inference", payload, created_at=finished_at)
 
 
-async def _serve(state: Any, request: Request, dialect: Dialect) -> JsonBody | StreamRelay:
+async def _serve(state: ServiceState, request: Request, dialect: Dialect) -> JsonBody | StreamRelay:
     started_at = time.time()
     scenario = scenario_of(request)
     body = await json_object(request)
@@ -125,7 +126,7 @@ class JsonBody:
 
 
 def _streaming_response(
-    state: Any,
+    state: ServiceState,
     dialect: Dialect,
     scenario: str,
     stream: CompletionStream,
@@ -173,7 +174,7 @@ class StreamRelay:
 
     def __init__(
         self,
-        state: Any,
+        state: ServiceState,
         dialect: Dialect,
         stream: CompletionStream,
         record_of: Callable[..., Record],
@@ -244,7 +245,7 @@ class StreamRelay:
             await stream.aclose()
 
 
-async def _remember(state: Any, record: Record) -> None:
+async def _remember(state: ServiceState, record: Record) -> None:
     """Make an inference record durable and count it.
 
     The learner is not woken: only a report can complete a training unit, and reports wake it (it reads the
@@ -254,14 +255,14 @@ async def _remember(state: Any, record: Record) -> None:
     state.metrics.count_records("inference")
 
 
-async def _record_cut_stream(state: Any, record: Record) -> None:
+async def _record_cut_stream(state: ServiceState, record: Record) -> None:
     try:
         await _remember(state, record)
     except Exception:
         log.exception("could not record a cut stream of scenario %s", record.scenario)
 
 
-async def _count_tokens(state: Any, request: Request) -> Response:
+async def _count_tokens(state: ServiceState, request: Request) -> Response:
     scenario = scenario_of(request)
     body = await json_object(request)
     await live_scenario(state, scenario)
@@ -270,7 +271,7 @@ async def _count_tokens(state: Any, request: Request) -> Response:
     return Response(orjson.dumps(counted), media_type="application/json")
 
 
-async def _models(state: Any, request: Request) -> Response:
+async def _models(state: ServiceState, request: Request) -> Response:
     return Response(orjson.dumps({"object": "list", "data": state.engine.models()}), media_type="application/json")
 
 
@@ -286,7 +287,7 @@ ROUTES = {
 class InferenceEndpoints:
     """Dispatches the `/v1/*` routes of PROTOCOL.md; `handles(scope)` says whether a request is one of them."""
 
-    def __init__(self, state: Any) -> None:
+    def __init__(self, state: ServiceState) -> None:
         self.state = state
 
     def handles(self, scope: dict) -> bool:

@@ -10,6 +10,7 @@ from starlette.responses import JSONResponse, Response
 from reef.core.errors import BadRequest
 from reef.service.deps import existing_scenario, scenario_of
 from reef.service.schemas import ScenarioUpdate, TrainRequest
+from reef.service.state import runtime_of
 
 router = APIRouter(tags=["training"])
 
@@ -17,7 +18,7 @@ router = APIRouter(tags=["training"])
 @router.get("/reef/scenarios/{scenario}/contract", summary="What the scenario's recipe needs and how it trains")
 async def contract(request: Request, scenario: str) -> dict[str, Any]:
     existing_scenario(request, scenario)
-    return request.app.state.runtime.contract(scenario)
+    return runtime_of(request).contract(scenario)
 
 
 @router.post("/reef/scenarios/{scenario}/update", summary="Set the training mode, or pause / resume learning")
@@ -25,7 +26,7 @@ async def update(request: Request, scenario: str, body: ScenarioUpdate) -> dict[
     existing_scenario(request, scenario)
     if body.training_mode is None and body.paused is None:
         raise BadRequest("give training_mode and/or paused", field="body")
-    return await request.app.state.runtime.update_control(scenario, body.training_mode, body.paused)
+    return await runtime_of(request).update_control(scenario, body.training_mode, body.paused)
 
 
 @router.post("/reef/train", status_code=202, summary="Queue a learner step now (202 with its step id)")
@@ -33,5 +34,5 @@ async def train(request: Request, body: TrainRequest | None = None) -> Response:
     scenario = scenario_of(request)
     existing_scenario(request, scenario)
     body = body or TrainRequest()
-    queued = await request.app.state.runtime.request_step(scenario, body.text, body.release_id)
+    queued = await runtime_of(request).request_step(scenario, body.text, body.release_id)
     return JSONResponse(queued, status_code=202)
