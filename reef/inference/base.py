@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+from reef.core.payloads import TrainingCapture
 from reef.core.releases import Release
 from reef.core.scenarios import Dialect
 
@@ -49,7 +50,7 @@ class Completion:
     # The last parsed JSON chunk/event of the stream (chat: its id/created/model feed the in-band receipt chunk).
     last_chunk: dict[str, Any] | None = None
     usage: dict[str, Any] | None = None
-    training: dict[str, Any] | None = None
+    training: TrainingCapture | None = None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -72,7 +73,7 @@ class StreamResult:
     body: dict[str, Any]
     complete: bool
     usage: dict[str, Any] | None = None
-    training: dict[str, Any] | None = None
+    training: TrainingCapture | None = None
     error: str | None = None
 
 

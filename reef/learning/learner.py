@@ -29,6 +29,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from reef.core.errors import BadRequest, Conflict
+from reef.core.payloads import ControlState, LearnerStatus
 from reef.core.records import Record
 from reef.core.settings import Settings
 from reef.inference.base import Engine
@@ -144,11 +145,11 @@ class Learner:
 
     # ---- training control ------------------------------------------------------------------------------------
 
-    def control(self) -> dict[str, Any]:
+    def control(self) -> ControlState:
         """The training mode, whether learning is paused, and the requested step (queued or running) if any."""
         return self._control.state(self._activity.job.get("step_id"))
 
-    async def set_control(self, training_mode: str | None = None, paused: bool | None = None) -> dict[str, Any]:
+    async def set_control(self, training_mode: str | None = None, paused: bool | None = None) -> ControlState:
         """Change the training mode and/or pause or resume learning (stored first, then in effect)."""
         await self._control.set(training_mode, paused)
         mode, paused_now = self._control.mode, self._control.paused
@@ -338,12 +339,14 @@ class Learner:
 
     # ---- status ----------------------------------------------------------------------------------------------
 
-    def status(self) -> dict[str, Any]:
+    def status(self) -> LearnerStatus:
         """Step, buffered units, the job in flight, the last verdict with its scores, recent errors."""
-        steps = self._steps
-        return {
+        steps, control = self._steps, self.control()
+        status: LearnerStatus = {
             "mode": self._control.mode,
-            **self.control(),
+            "training_mode": control["training_mode"],
+            "paused": control["paused"],
+            "requested": control["requested"],
             "step": steps.step,
             "ready": self._processor.ready() if self._processor is not None else 0,
             "batch_size": self.settings.learning.batch_size,
@@ -356,5 +359,7 @@ class Learner:
             "lineage": {"tip_release_id": self.lineage.tip_id},
             "consecutive_failures": steps.failures,
             "errors": list(self._activity.errors),
-            **({"computed_feedback": self._feedback.status()} if self._feedback is not None else {}),
         }
+        if self._feedback is not None:
+            status["computed_feedback"] = self._feedback.status()
+        return status

@@ -16,6 +16,7 @@ from typing import Any, ClassVar
 
 from pydantic import Field
 
+from reef.core.payloads import PolicySample
 from reef.core.records import Record
 from reef.learning.report_schema import report_schema
 from reef.recipes.reports import ReportJoiningProcessor, Rollout
@@ -38,7 +39,7 @@ class GRPOProcessor(ReportJoiningProcessor):
     def __init__(self, units_per_batch: int, group_size: int) -> None:
         super().__init__(units_per_batch)
         self.group_size = group_size
-        self._groups: dict[str, list[tuple[list[str], dict[str, Any], float]]] = {}
+        self._groups: dict[str, list[tuple[list[str], PolicySample, float]]] = {}
 
     def join(self, report: Record, rollouts: list[Rollout]) -> None:
         payload = report.payload or {}

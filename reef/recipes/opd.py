@@ -68,7 +68,9 @@ class OPDProcessor(ReportJoiningProcessor):
     def join(self, report: Record, rollouts: list[Rollout]) -> None:
         record_ids = [report.agent_record_id, *(r.record_id for r in rollouts)]
         cited = rollouts if self.multi_turn else rollouts[:1]
-        usable = [(r, s) for r, s in ((r, r.policy_sample()) for r in cited) if s is not None]
+        usable: list[tuple[Rollout, dict[str, Any]]] = [
+            (r, dict(s)) for r, s in ((r, r.policy_sample()) for r in cited) if s is not None
+        ]
         if not usable or len(usable) != len(cited):
             self.skip(record_ids, "no_training_capture" if rollouts else "no_references")
             return

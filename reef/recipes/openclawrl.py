@@ -27,6 +27,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import Field
 
 from reef.core.errors import BadRequest
+from reef.core.payloads import PolicySample
 from reef.core.records import Record
 from reef.core.settings import Settings
 from reef.judge.base import VERDICT_KEY, JudgeRequest
@@ -264,7 +265,7 @@ class OpenClawRLRecipe(DistillationRecipe):
             open_judge(self.judge_settings)  # refuses a function that cannot be imported, at configuration time
 
     def sample(
-        self, turn_id: str, policy: dict[str, Any], messages: list[dict[str, Any]], reward: float, hints: list[str]
+        self, turn_id: str, policy: PolicySample, messages: list[dict[str, Any]], reward: float, hints: list[str]
     ) -> dict[str, Any]:
         """One turn's training sample: its rollout, the reward as advantage, and the hinted teacher prompt (weight 0,
         no distillation, when it has no hint)."""

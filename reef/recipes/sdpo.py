@@ -26,6 +26,7 @@ from typing import Any, ClassVar
 from pydantic import Field
 
 from reef.core.errors import BadRequest
+from reef.core.payloads import PolicySample
 from reef.core.records import Record
 from reef.learning.report_schema import report_schema
 from reef.recipes.distillation import DistillationConfig, DistillationRecipe, Divergence, text_field
@@ -39,7 +40,7 @@ class Attempt:
 
     record_ids: list[str]
     rollout: Rollout
-    sample: dict[str, Any]
+    sample: PolicySample
     score: float
     feedback: str | None
 

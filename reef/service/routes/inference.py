@@ -21,6 +21,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from reef.core.errors import ReefError
+from reef.core.payloads import InferencePayload, TrainingCapture
 from reef.core.records import Record
 from reef.core.scenarios import Dialect
 from reef.inference.base import CompletionStream, RequestContext
@@ -52,11 +53,11 @@ def _inference_record(
     complete: bool,
     stream: bool,
     usage: dict[str, Any] | None,
-    training: dict[str, Any] | None,
+    training: TrainingCapture | None,
     error: str | None = None,
 ) -> Record:
     finished_at = time.time()
-    payload: dict[str, Any] = {
+    payload: InferencePayload = {
         "dialect": dialect.value,
         "request": request_body,
         "response": response_body,
@@ -71,7 +72,7 @@ def _inference_record(
         payload["training"] = training
     if error is not None:
         payload["error"] = error
-    return Record.new(scenario, "inference", payload, created_at=finished_at)
+    return Record.new(scenario, "inference", dict(payload), created_at=finished_at)
 
 
 async def _serve(state: ServiceState, request: Request, dialect: Dialect) -> JsonBody | StreamRelay:
