@@ -13,6 +13,7 @@ No check loads a model or opens a store.
 
 from __future__ import annotations
 
+from reef.application import capability
 from reef.application.config import ConfigError
 from reef.core.errors import BadRequest
 from reef.core.settings import Settings
@@ -34,7 +35,7 @@ def check_recipe_config(settings: Settings) -> None:
     try:
         parse_recipe_config(recipe_class(settings.learning.recipe).config_model, settings.learning.recipe_config)
     except BadRequest as exc:
-        raise ConfigError(exc.message if exc.field == "learning.recipe" else f"learning.{exc.message}") from None
+        raise _refusal(exc) from None
 
 
 def check_extras(settings: Settings) -> None:
@@ -44,11 +45,20 @@ def check_extras(settings: Settings) -> None:
 
 
 def check_engine_capability(settings: Settings) -> None:
-    """Where a refusal belongs when the configured engine cannot feed the recipe (a weights recipe on an upstream
-    that returns no token ids or log-probs): raise `ConfigError` naming `learning.recipe` and what is missing.
-    Nothing is checked here yet."""
+    """The configured engine can feed the recipe (a weights recipe behind an upstream that returns no token ids or
+    log-probs is refused naming `learning.recipe` and `inference.backend`); the recipe is built from its settings
+    here, so a refusal of its own (a judge it needs, a teacher it cannot use) names its `recipe_config` key."""
+    try:
+        capability.check_engine_capability(settings)
+    except BadRequest as exc:
+        raise _refusal(exc) from None
 
 
 def check_sandbox_and_auth(settings: Settings) -> None:
     """Where a refusal belongs when untrusted work cannot be isolated (no sandbox where one is required) or a token
     the deployment needs is missing: raise `ConfigError` naming the setting. Nothing is checked here yet."""
+
+
+def _refusal(exc: BadRequest) -> ConfigError:
+    """A recipe's refusal as a configuration error naming the full key (its `recipe_config.*` is under learning)."""
+    return ConfigError(f"learning.{exc.message}" if (exc.field or "").startswith("recipe_config") else exc.message)

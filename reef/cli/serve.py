@@ -31,7 +31,7 @@ def add_serve_command(subparsers: Any) -> None:
             "Run the Reef service. Settings come from defaults, environment fallbacks (REEF_TOKEN, "
             "REEF_UPSTREAM_URL, REEF_UPSTREAM_MODEL, REEF_UPSTREAM_API_KEY, REEF_DATABASE_URL), the YAML file "
             "given with -c, and dotted flags such as --reef.port 8900 or --inference.upstream-url URL "
-            "(later layers win). See README.md for every key."
+            "(later layers win). Every key: docs/reference/configuration.md."
         ),
     )
     parser.add_argument("-c", "--config", type=Path, help="YAML settings file")

@@ -88,4 +88,5 @@ class LearnerStatus(ControlState):
     lineage: dict[str, str | None]
     consecutive_failures: int
     errors: list[Any]
+    skipped: dict[str, int]  # reports (or turns) it could not learn from, by reason
     computed_feedback: NotRequired[dict[str, Any]]

@@ -29,8 +29,11 @@ class Proposer(abc.ABC):
     name: str = "proposer"
 
     @abc.abstractmethod
-    async def complete(self, messages: Messages, max_tokens: int = 256) -> str:
-        """The assistant's reply text; raises ReefError when the model cannot be reached."""
+    async def complete(
+        self, messages: Messages, max_tokens: int = 256, response_format: dict[str, Any] | None = None
+    ) -> str:
+        """The assistant's reply text, of `response_format`'s shape where the endpoint honours it (see
+        `reef.harness.reply_schema`); raises ReefError when the model cannot be reached."""
 
 
 class EngineProposer(Proposer):
@@ -40,8 +43,12 @@ class EngineProposer(Proposer):
         self.engine, self.scenario, self.model = engine, scenario, model
         self.name = f"engine:{model}"
 
-    async def complete(self, messages: Messages, max_tokens: int = 256) -> str:
-        body = {"model": self.model, "messages": messages, "max_tokens": max_tokens, "temperature": 0.0}
+    async def complete(
+        self, messages: Messages, max_tokens: int = 256, response_format: dict[str, Any] | None = None
+    ) -> str:
+        body: dict[str, Any] = {"model": self.model, "messages": messages, "max_tokens": max_tokens, "temperature": 0.0}
+        if response_format is not None:
+            body["response_format"] = response_format
         completion = await self.engine.complete(Dialect.CHAT, body, RequestContext(self.scenario))
         if completion.status >= 400:
             raise UpstreamError(f"the proposer answered {completion.status}")
@@ -56,7 +63,9 @@ class HttpProposer(Proposer):
         self.api, self.model, self._api_key, self.timeout_s = api, model, api_key, timeout_s
         self.name = f"{api}:{model}"
 
-    async def complete(self, messages: Messages, max_tokens: int = 256) -> str:
+    async def complete(
+        self, messages: Messages, max_tokens: int = 256, response_format: dict[str, Any] | None = None
+    ) -> str:
         headers = {"content-type": "application/json"}
         if self.api == "anthropic":
             system = "\n\n".join(m["content"] for m in messages if m["role"] == "system")
@@ -73,6 +82,8 @@ class HttpProposer(Proposer):
             path = "/v1/messages"
         else:
             body = {"model": self.model, "messages": messages, "max_tokens": max_tokens, "temperature": 0.0}
+            if response_format is not None:
+                body["response_format"] = response_format
             if self._api_key:
                 headers["authorization"] = f"Bearer {self._api_key}"
             path = "/v1/chat/completions"

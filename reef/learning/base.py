@@ -7,6 +7,7 @@ evaluator or processor overrides what it needs and the pipeline never probes for
 from __future__ import annotations
 
 import abc
+import collections
 import dataclasses
 import math
 import statistics
@@ -16,6 +17,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel
 
+from reef.core.capabilities import Capability
 from reef.core.records import Record
 from reef.core.releases import Release
 from reef.core.settings import Settings
@@ -79,6 +81,14 @@ class Processor(abc.ABC):
 
     # How many ready units make a batch (None: `learning.batch_size`); the learner waits for that many.
     units_per_batch: int | None = None
+    # Reports (or turns) it could not learn from, by reason, since start (None: it does not count them).
+    skipped: collections.Counter[str] | None = None
+
+    def skipped_counts(self) -> dict[str, int]:
+        """How many reports (or turns) it could not learn from, by reason (`no_training_capture`, …), since start;
+        `/reef/status` shows them per scenario so that a path that cannot learn is never silent."""
+        counts = self.skipped
+        return {str(reason): int(n) for reason, n in sorted(counts.items())} if counts else {}
 
     @abc.abstractmethod
     def ingest(self, record: Record) -> None:
@@ -220,6 +230,8 @@ class Recipe(abc.ABC):
     config_model: ClassVar[type[BaseModel] | None] = None
     # The training job's loss (a built-in name or `package.module:function`); None: the recipe's name.
     loss_name: ClassVar[str | None] = None
+    # What this recipe needs from the serving engine; `reef serve` refuses an engine that cannot supply it.
+    needs: ClassVar[frozenset[Capability]] = frozenset()
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings

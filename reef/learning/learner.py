@@ -351,6 +351,7 @@ class Learner:
             "ready": self._processor.ready() if self._processor is not None else 0,
             "batch_size": self.settings.learning.batch_size,
             "records_seen": self._cursor,
+            "skipped": self._processor.skipped_counts() if self._processor is not None else {},
             "job": dict(self._activity.job),
             "recent_losses": list(self._activity.losses),
             "last_commit": commit_summary(steps.last_commit),

@@ -20,16 +20,17 @@ import copy
 import dataclasses
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field, field_validator
 
+from reef.core.capabilities import Capability
 from reef.core.errors import BadRequest, NotFound
 from reef.core.settings import Settings
 from reef.learning.base import TrainingJob
 from reef.learning.growth import GrowContext, base_model_path
 from reef.learning.recipe_config import RecipeConfig
-from reef.recipes.weights import WeightsRecipe
+from reef.recipes.weights import ON_POLICY_NEEDS, WeightsRecipe
 from reef.releases.base import ReleaseStore
 from reef.training.teacher_spec import FIELD, TeacherSpec, parse_teacher, same_tokenizer
 
@@ -110,6 +111,7 @@ class DistillationConfig(RecipeConfig):
 class DistillationRecipe(WeightsRecipe):
     """A weights recipe trained by a teacher pass; subclasses add their processor and report schema."""
 
+    needs: ClassVar[frozenset[Capability]] = ON_POLICY_NEEDS  # learns from its recorded rollouts
     recipe_config: DistillationConfig
 
     def __init__(self, settings: Settings) -> None:

@@ -16,6 +16,7 @@ from pydantic import Field
 from reef.harness.chat import system_prompt_of
 from reef.harness.mutations import coerce_mutations
 from reef.harness.proposer import parse_json_reply
+from reef.harness.reply_schema import NODES_REPLY, NODES_SCHEMA, reply_max_tokens
 from reef.harness.traces import is_failure, question_of
 from reef.recipes.harness_method import (
     HarnessConfig,
@@ -58,7 +59,8 @@ class Evolve(HarnessRecipe):
                 {"role": "system", "content": INSTRUCTIONS},
                 {"role": "user", "content": self.reflection_prompt(given, failing)},
             ],
-            max_tokens=self.recipe_config.proposer_max_tokens,
+            max_tokens=reply_max_tokens(NODES_SCHEMA, self.recipe_config.proposer_max_tokens),
+            response_format=NODES_REPLY,
         )
         mutations = coerce_mutations(parse_json_reply(reply), id_prefix="evolve")
         notes = {"proposer_reply": reply[:600]}

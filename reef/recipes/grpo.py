@@ -16,12 +16,13 @@ from typing import Any, ClassVar
 
 from pydantic import Field
 
+from reef.core.capabilities import Capability
 from reef.core.payloads import PolicySample
 from reef.core.records import Record
 from reef.learning.report_schema import report_schema
 from reef.recipes.reports import ReportJoiningProcessor, Rollout
 from reef.recipes.rl import require_score
-from reef.recipes.weights import PolicyGradientConfig, WeightsRecipe
+from reef.recipes.weights import ON_POLICY_NEEDS, PolicyGradientConfig, WeightsRecipe
 
 
 def group_advantages(scores: list[float], eps: float = 1e-6) -> list[float] | None:
@@ -78,6 +79,8 @@ class GRPOConfig(PolicyGradientConfig):
 
 class GRPORecipe(WeightsRecipe):
     """Group-relative policy optimization over rollouts reported in groups."""
+
+    needs: ClassVar[frozenset[Capability]] = ON_POLICY_NEEDS  # learns from its recorded rollouts
 
     name: ClassVar[str] = "grpo"
     loss_name: ClassVar[str] = "grpo"

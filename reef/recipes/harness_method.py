@@ -14,7 +14,7 @@ import json
 import logging
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
@@ -71,6 +71,9 @@ class HarnessConfig(RecipeConfig):
     seed_rules: str = Field(DEFAULT_RULES, min_length=1, description="the rules node of a new scenario's base tree")
     strict_scores: bool = Field(False, description="refuse a report whose score is outside [0, 1]")
     proposer_max_tokens: int = Field(200, ge=1, description="the proposer's completion budget per call")
+    proposer: Literal["on", "off"] = Field(
+        "on", description="`off`: no proposer call, only the fallback (failing examples as worked examples)"
+    )
 
 
 class HarnessRecipe(Recipe):
@@ -88,6 +91,11 @@ class HarnessRecipe(Recipe):
             load_adapter(settings.harness.default_adapter)
         except BadRequest as exc:
             raise BadRequest(exc.message, field="harness.default_adapter") from None
+
+    @property
+    def proposer_off(self) -> bool:
+        """`recipe_config.proposer: off`: every step is the deterministic fallback (failing examples as memory)."""
+        return self.recipe_config.proposer == "off"
 
     def seed(self, directory: Path) -> None:
         write_tree(self.seed_tree(), directory)
@@ -127,7 +135,10 @@ class HarnessRecipe(Recipe):
         proposer = self.proposer(ctx)
         given = StepInput(tree, list(batch.samples), state, ledger, proposer, ctx, batch.instruction, commits)
         try:
-            output = await (self.directed_step(given) if batch.instruction else self.step(given))
+            if self.proposer_off and not batch.instruction:  # the method without its learned part: a control arm
+                output = StepOutput(fallback_mutations(tree, given.traces), state, {"proposer_off": True}, "fallback")
+            else:
+                output = await (self.directed_step(given) if batch.instruction else self.step(given))
         except ReefError as exc:  # an unreachable or failing proposer must not stall learning
             log.warning("harness %s: the proposer failed (%s); using the fallback", self.name, exc.message)
             fallback = (
@@ -175,7 +186,8 @@ class HarnessRecipe(Recipe):
     def agent_evaluator(
         self, gate_for: Callable[..., Any], release_dir: Callable[[str, str | None], Path | None]
     ) -> Evaluator | None:
-        """The agent gate when the scenario's adapter has an agent Reef can run (pi), else None (the chat gate)."""
+        """The agent gate when the scenario's adapter has an agent Reef can run (pi, claude, codex, opencode), else None
+        (the chat gate)."""
         if agent_adapter(self.settings) is None:
             return None
         return AgentEvaluator(self.settings, gate_for, release_dir)
@@ -206,7 +218,7 @@ def apply_admissible(tree: HarnessTree, mutations: list[Mutation]) -> tuple[Harn
 def fallback_mutations(tree: HarnessTree, traces: list[dict[str, Any]], limit: int = 4) -> list[Mutation]:
     """Deterministic mutations: failing examples (with their correct answer when known) as memory items.
 
-    Worked examples in the prompt move a small model a lot (MEASURED.md), so this alone is a useful step.
+    Worked examples in the prompt move a small model a lot (docs/results/), so this alone is a useful step.
     When nothing failed, well-scored answers become examples instead.
     """
     failures = [t for t in traces if is_failure(t) and question_of(t)]

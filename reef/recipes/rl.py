@@ -24,11 +24,12 @@ from typing import Any, ClassVar
 
 from pydantic import Field
 
+from reef.core.capabilities import Capability
 from reef.core.errors import BadRequest
 from reef.core.records import Record
 from reef.learning.report_schema import report_schema
 from reef.recipes.reports import ReportJoiningProcessor, Rollout
-from reef.recipes.weights import PolicyGradientConfig, WeightsRecipe
+from reef.recipes.weights import ON_POLICY_NEEDS, PolicyGradientConfig, WeightsRecipe
 
 
 def require_score(report: dict[str, Any]) -> None:
@@ -115,6 +116,8 @@ class RLConfig(PolicyGradientConfig):
 
 class RLRecipe(WeightsRecipe):
     """Single-rollout reinforcement learning from scored reports."""
+
+    needs: ClassVar[frozenset[Capability]] = ON_POLICY_NEEDS  # learns from its recorded rollouts
 
     name: ClassVar[str] = "rl"
     loss_name: ClassVar[str] = "rl"

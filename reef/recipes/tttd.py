@@ -27,6 +27,7 @@ from typing import Any, ClassVar
 
 from pydantic import Field
 
+from reef.core.capabilities import Capability
 from reef.core.errors import BadRequest
 from reef.discovery.archive import Archive, Attempt
 from reef.discovery.problem import Problem, ProblemError, load_problem, parses
@@ -39,7 +40,7 @@ from reef.learning.report_schema import report_schema
 from reef.recipes.entropic import entropic_advantages
 from reef.recipes.rl import require_score
 from reef.recipes.tttd_grid import Advantages, GridProcessor
-from reef.recipes.weights import PolicyGradientConfig, WeightsRecipe
+from reef.recipes.weights import ON_POLICY_NEEDS, PolicyGradientConfig, WeightsRecipe
 from reef.sandbox import Limits
 
 _CELL = {"type": "integer", "minimum": 0}
@@ -74,6 +75,8 @@ class TTTDConfig(PolicyGradientConfig):
 
 class TTTDRecipe(WeightsRecipe):
     """Test-time training on a discovery problem with entropic leave-one-out advantages."""
+
+    needs: ClassVar[frozenset[Capability]] = ON_POLICY_NEEDS  # learns from its recorded rollouts
 
     name: ClassVar[str] = "tttd"
     loss_name: ClassVar[str] = "rl"

@@ -6,6 +6,7 @@ from typing import Any, ClassVar
 
 from pydantic import Field
 
+from reef.core.capabilities import Capability
 from reef.learning.base import Recipe, Surface
 from reef.learning.recipe_config import RecipeConfig, config_dict
 
@@ -18,10 +19,16 @@ class PolicyGradientConfig(RecipeConfig):
     kl_coef: float = Field(0.0, ge=0, description="weight of the KL penalty to the base model (0: none)")
 
 
+ON_POLICY_NEEDS = frozenset({Capability.SERVE_ADAPTER, Capability.TOKEN_CAPTURE})
+
+
 class WeightsRecipe(Recipe):
     """A recipe whose candidate is a LoRA adapter (or full weights) trained on its batches with `loss_name`."""
 
     surface: ClassVar[Surface] = "weights"
+    # A trained adapter must serve, or publishing it changes nothing; recipes that learn from their own rollouts
+    # add `TOKEN_CAPTURE` (`ON_POLICY_NEEDS`).
+    needs: ClassVar[frozenset[Capability]] = frozenset({Capability.SERVE_ADAPTER})
 
     def config(self) -> dict[str, Any]:
         """The recipe's validated configuration (`config_model`, defaults filled in) as a plain dict."""

@@ -2,7 +2,8 @@
 models.json an episode prepared and prints pi-like `--mode json` events. Tasks steer it:
 `sleep` hangs (for timeouts), `spawn` leaves a background child running, `write-home` writes outside its root,
 `connect:PORT,…` reports which 127.0.0.1 ports answer, `copy-agents:NAME` writes its AGENTS.md into NAME in its
-working directory, `fail` exits with status 3.
+working directory, `fail` exits with status 3, `refused:MESSAGE` prints MESSAGE as pi prints a model's 400 and exits
+with status 1.
 """
 
 import json
@@ -22,6 +23,10 @@ if task == "spawn":
     subprocess.Popen(["sleep", "60"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 if task == "fail":
     sys.exit(3)
+if task.startswith("refused:"):
+    error = {"role": "assistant", "content": [], "stopReason": "error", "errorMessage": "400 " + task[8:]}
+    print(json.dumps({"type": "message_end", "message": error}))
+    sys.exit(1)
 if task.startswith("copy-agents:"):
     Path(task[len("copy-agents:") :]).write_text(agents_md)
 if task.startswith("write:"):

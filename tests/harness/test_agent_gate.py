@@ -10,7 +10,7 @@ import pytest
 
 from reef.core.errors import BadRequest
 from reef.core.settings import HarnessSettings, Settings, StorageSettings
-from reef.harness.agent_gate import AgentEvaluator, EpisodeErrors
+from reef.harness.agent_gate import AgentEvaluator, EpisodeErrors, PromptTooLarge
 from reef.harness.episodes import ModelBinding, PiEpisodes
 from reef.harness.render import write_tree
 from reef.harness.tree import HarnessTree, Node
@@ -83,6 +83,24 @@ async def test_too_many_errors_fail_closed(tmp_path, fake_pi):
         await evaluator.paired_scores("s", tmp_path / "candidate", "rel_serving")
     details = evaluator.details("s")
     assert details is not None and {e["exit_status"] for e in details["episodes"] if e["task_id"] == "task0"} == {3}
+
+
+@pytest.mark.parametrize(
+    "refusal",
+    [
+        "the prompt has 20480 tokens; the model's context is 8192",
+        "This model's maximum context length is 8192 tokens. However, you requested 20480 tokens (20400 in the "
+        "messages, 80 in the completion).",
+    ],
+)
+async def test_a_prompt_the_model_cannot_hold_fails_closed_naming_the_agent_and_both_sizes(tmp_path, fake_pi, refusal):
+    rows = [{"prompt": f"refused:{refusal}", "check": {"command": "true"}}, {"prompt": "hello", "check": {}}]
+    rows[1]["check"] = {"command": "true"}
+    evaluator = gate(tmp_path, fake_pi, rows, max_error_fraction=1.0)
+    with pytest.raises(PromptTooLarge) as refused:
+        await evaluator.paired_scores("s", tmp_path / "candidate", "rel_serving")
+    assert "agent 'pi' sent a request of 20480 tokens; the serving model's context is 8192" in str(refused.value)
+    assert evaluator.details("s") is None  # the first pair showed it: the other tasks never ran
 
 
 @pytest.mark.parametrize(

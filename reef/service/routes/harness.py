@@ -1,4 +1,5 @@
-"""The harness surface (PROTOCOL.md): the serving tree, its release chain, adapters, installer, proposals."""
+"""The harness surface (docs/reference/http-api.md): the serving tree, its release chain, adapters, installer,
+proposals."""
 
 from __future__ import annotations
 

@@ -286,7 +286,7 @@ ROUTES = {
 
 
 class InferenceEndpoints:
-    """Dispatches the `/v1/*` routes of PROTOCOL.md; `handles(scope)` says whether a request is one of them."""
+    """Dispatches the `/v1/*` routes (docs/reference/http-api.md); `handles(scope)`: is a request one of them."""
 
     def __init__(self, state: ServiceState) -> None:
         self.state = state
