@@ -92,10 +92,21 @@ def add_demo_command(subparsers: Any) -> None:
         help="more `reef serve` flags after the demo's own (a later flag wins), e.g. "
         "--serve-flags='--inference.dtype float32 --training.compute-dtype float32' to measure another precision",
     )
+    parser.add_argument(
+        "--rollout",
+        choices=["immediate", "canary"],
+        default="immediate",
+        help="canary: show a live rollout instead (sft; a better release promoted, a worse one the gate accepts "
+        "rolled back by scripted users' reports; prints the reports each decision took and who saw the canary)",
+    )
     parser.set_defaults(handler=_run)
 
 
 def _run(args: argparse.Namespace) -> int:
+    if args.rollout == "canary":
+        from reef.demo.rollout import run_rollout_demo
+
+        return run_rollout_demo(args)
     from reef.demo.run import run_demo
 
     return run_demo(args)

@@ -43,6 +43,7 @@ class InferencePayload(TypedDict):
     timing: Timing
     training: NotRequired[TrainingCapture]
     error: NotRequired[str]
+    rollout_id: NotRequired[str]  # the rollout that chose the serving release (its arm: `release_id`)
 
 
 class PolicySample(TypedDict):

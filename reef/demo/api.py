@@ -170,6 +170,22 @@ class ReefAPI:
             partial_ci95=mean_interval(partial),
         )
 
+    async def create(self) -> None:
+        """Create this scenario (nothing happens if it exists)."""
+        _raise_for_status(await self._client.post("/reef/scenarios", json={"name": self.scenario}))
+
+    async def update(self, body: dict[str, Any]) -> dict[str, Any]:
+        """`POST /reef/scenarios/{s}/update`: the training mode, pause, or rollout mode."""
+        response = await self._client.post(f"/reef/scenarios/{self.scenario}/update", json=body)
+        _raise_for_status(response)
+        return dict(response.json())
+
+    async def rollout(self) -> dict[str, Any]:
+        """The scenario's open or last rollout (`GET /reef/scenarios/{s}/rollout`)."""
+        response = await self._client.get(f"/reef/scenarios/{self.scenario}/rollout")
+        _raise_for_status(response)
+        return dict(response.json())
+
     async def status(self) -> dict[str, Any]:
         """This scenario's entry in `GET /reef/status` ({} before the scenario exists)."""
         response = await self._client.get("/reef/status")

@@ -28,14 +28,18 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from reef.core.episode_tokens import mint_episode_token
 from reef.core.errors import BadRequest
+from reef.core.path_names import path_component
 from reef.core.settings import Settings
 from reef.harness.agents import AGENTS
+from reef.harness.directed import created_for_review
 from reef.harness.episodes import AgentEpisodes, EpisodeResult, ModelBinding
 from reef.harness.tree import HarnessTree, load_tree
 from reef.learning.base import Evaluator
 from reef.learning.evaluation import Task, check
 from reef.learning.evaluation.tasks import GateTasks
+from reef.sandbox import SandboxRefused
 
 log = logging.getLogger(__name__)
 
@@ -71,16 +75,21 @@ def agent_adapter(settings: Settings) -> str | None:
     return adapter
 
 
+EPISODE_TOKEN_MARGIN_S = 60.0  # an episode's token outlives its timeout by this much
+
+
 def binding_for(settings: Settings, scenario: str) -> ModelBinding:
-    """This Reef as the episodes' model endpoint (its own address, first token, served model)."""
+    """This Reef as the episodes' model endpoint (its own address, served model) with a fresh episode token that
+    reaches only `/v1/*` and expires soon after the episode's timeout (`reef.core.episode_tokens`)."""
     host = settings.reef.host if settings.reef.host not in ("0.0.0.0", "::", "") else "127.0.0.1"
-    tokens = settings.reef.all_tokens()
+    secrets = [*settings.reef.all_tokens(), *settings.reef.all_admin_tokens()]
+    ttl_s = settings.harness.episode_timeout_s + EPISODE_TOKEN_MARGIN_S
     model = settings.inference.served_model_name or settings.inference.upstream_model or "reef"
     return ModelBinding(
         f"http://{host}:{settings.reef.port}",
         scenario,
         model,
-        api_key=tokens[0] if tokens else "reef",
+        api_key=mint_episode_token(secrets, ttl_s) if secrets else "reef",
         max_tokens=settings.harness.episode_max_tokens or settings.evaluation.max_new_tokens,
     )
 
@@ -106,6 +115,14 @@ class AgentEvaluator(Evaluator):
         self._binding_for = binding_for_scenario or (lambda scenario: binding_for(settings, scenario))
         self._details: dict[str, dict[str, Any]] = {}
 
+    def blocker(self) -> str | None:
+        """`sandbox: …` when the episodes may not run here (no isolating sandbox, not allowed unsandboxed)."""
+        try:
+            self.episodes.sandboxed()
+        except SandboxRefused as refused:
+            return f"sandbox: {refused}"
+        return None
+
     def details(self, scenario: str) -> dict[str, Any] | None:
         """The last evaluation of `scenario`: every episode and the dropped pairs (for the step's commit)."""
         return self._details.pop(scenario, None)
@@ -117,6 +134,13 @@ class AgentEvaluator(Evaluator):
         current_dir = await asyncio.to_thread(self._release_dir, scenario, current_release_id)
         current = load_tree(current_dir) if current_dir is not None else HarnessTree()
         candidate = load_tree(candidate_path) if candidate_path is not None else current
+        unreviewed = created_for_review(current, candidate)
+        if unreviewed and not self.episodes.sandboxed():
+            # Model-written code runs only inside an isolating sandbox, whatever sandbox.allow_unsandboxed says.
+            raise SandboxRefused(
+                f"the candidate holds unreviewed extension/command nodes {unreviewed}: they are gated only inside an "
+                "isolating sandbox (bubblewrap), even with sandbox.allow_unsandboxed"
+            )
         evaluation_id = uuid.uuid4().hex[:12]
 
         async def pair(task: Task) -> tuple[EpisodeResult, EpisodeResult]:
@@ -210,7 +234,7 @@ class AgentEvaluator(Evaluator):
     def _store_trajectory(self, scenario: str, episode_id: str, run: EpisodeResult) -> str:
         """Write the trajectory under the storage directory; the pointer is its path relative to it."""
         root = Path(self.settings.storage.dir).expanduser()
-        relative = Path("episodes") / scenario.replace(":", "%3A") / f"{episode_id}.json"
+        relative = Path("episodes") / path_component(scenario, "scenario") / f"{path_component(episode_id)}.json"
         path = root / relative
         path.parent.mkdir(parents=True, exist_ok=True)
         body = {"events": run.trajectory, "answer": run.answer, "stderr_tail": run.stderr_tail}

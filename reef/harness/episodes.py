@@ -6,11 +6,15 @@ needs (where it reads its tree, how it is bound to this Reef, its command line) 
 HOME, TMPDIR and the XDG directories point inside the root, so no host configuration or credential is read.
 `chat` episodes are one request through the engine with the chat adapter's system prompt.
 
-Sandboxing: where `bwrap` exists the agent sees the host read-only, a private /tmp, its own writable root and
-its own PID namespace and no network (`--unshare-net`) but the model endpoint: since that also removes the
-host's loopback, Reef's address is brought in over a Unix socket in the root and a forwarder inside the sandbox
-listening on Reef's port (`reef.sandbox.netbridge`). The environment is emptied (no provider keys reach the
-agent), and the only credential inside the root is the Reef token of the binding.
+Sandboxing (`reef.sandbox`): the agent sees the system directories, the Python environment and its own install
+directory read-only, a private /tmp, its own writable root (HOME and the XDG config, cache and data directories
+inside it) and its own PID namespace, and no network (`--unshare-net`) but the model endpoint: since that also
+removes the host's loopback, Reef's address is brought in over a Unix socket in the root and a forwarder inside the
+sandbox listening on Reef's port (`reef.sandbox.netbridge`). The state directory, the database, the release
+repository and the real home are not there. Without an isolating sandbox an episode refuses (`SandboxRefused`)
+unless `sandbox.allow_unsandboxed`. The environment is emptied (no provider keys reach the agent), and the only
+credential inside the root is the binding's token, which the gate mints per evaluation and which reaches only
+`/v1/*` (`reef.core.episode_tokens`).
 """
 
 from __future__ import annotations
@@ -39,8 +43,9 @@ from reef.harness.tree import HarnessTree
 from reef.inference.base import Engine, RequestContext
 from reef.learning.evaluation import answer_text
 from reef.learning.evaluation.agent_tasks import AgentCheck, Workspace
-from reef.sandbox.bubblewrap import bwrap_available, bwrap_prefix, needed_under_tmp
+from reef.sandbox.bubblewrap import bwrap_prefix, needed_by
 from reef.sandbox.netbridge import FORWARDER, unix_bridge
+from reef.sandbox.policy import choose_sandbox
 
 STDERR_TAIL_CHARS = 4_000
 
@@ -94,11 +99,14 @@ class AgentEpisodes:
         max_parallel: int = 2,
         sandbox: bool | None = None,
         temp_dir: Path | None = None,
+        allow_unsandboxed: bool = False,
     ) -> None:
         self.agent: Agent = AGENTS[agent]
         self.binary = shutil.which(binary or agent) or binary or agent
         self.timeout_s = timeout_s
-        self.sandbox = bwrap_available() if sandbox is None else sandbox
+        # None: bubblewrap, or a refusal where it cannot start (unless `allow_unsandboxed`); decided per run.
+        self.sandbox = sandbox
+        self.allow_unsandboxed = allow_unsandboxed
         self.temp_dir = temp_dir
         self._limit = asyncio.Semaphore(max_parallel)
 
@@ -106,7 +114,18 @@ class AgentEpisodes:
     def from_settings(cls, settings: Settings, agent: str = "pi") -> AgentEpisodes:
         """Timeout and parallelism from `settings.harness` (`episode_timeout_s`, `max_parallel_episodes`)."""
         harness = settings.harness
-        return cls(agent, timeout_s=harness.episode_timeout_s, max_parallel=harness.max_parallel_episodes)
+        return cls(
+            agent,
+            timeout_s=harness.episode_timeout_s,
+            max_parallel=harness.max_parallel_episodes,
+            allow_unsandboxed=settings.sandbox.allow_unsandboxed,
+        )
+
+    def sandboxed(self) -> bool:
+        """Whether the next episode runs under bubblewrap; SandboxRefused when it may not run at all."""
+        if self.sandbox is not None:
+            return self.sandbox
+        return choose_sandbox(self.allow_unsandboxed, "an agent episode")
 
     @staticmethod
     def available(binary: str = "pi") -> bool:
@@ -124,19 +143,26 @@ class AgentEpisodes:
         check: AgentCheck | None = None,
     ) -> EpisodeResult:
         """One episode: the agent starts in `workspace`; `check` runs after it (not when the agent failed)."""
+        sandbox = self.sandboxed()
         async with self._limit:
             root = Path(tempfile.mkdtemp(prefix="reef-episode-", dir=self.temp_dir))
             try:
-                result = await self._run_in(root, tree, task, binding, workspace)
+                result = await self._run_in(root, tree, task, binding, workspace, sandbox)
                 if check is not None and result.error is None:
-                    checked = await run_check(root, root / "work", check, self.sandbox)
+                    checked = await run_check(root, root / "work", check, sandbox)
                     result = dataclasses.replace(result, check=checked)
                 return result
             finally:
                 shutil.rmtree(root, ignore_errors=True)
 
     async def _run_in(
-        self, root: Path, tree: HarnessTree, task: str, binding: ModelBinding, workspace: Workspace | None = None
+        self,
+        root: Path,
+        tree: HarnessTree,
+        task: str,
+        binding: ModelBinding,
+        workspace: Workspace | None,
+        sandbox: bool,
     ) -> EpisodeResult:
         work, home = root / "work", root / "home"
         for directory in (work, home, root / "tmp"):
@@ -147,8 +173,8 @@ class AgentEpisodes:
         write_files(render(tree, self.agent.name), config_dir)
         launch = self.agent.launch(root, self.binary, task, binding, tree)
         command, env = launch.command, {**agent_env(root), **launch.env}
-        if not self.sandbox:
-            return await self._execute(work, env, command)
+        if not sandbox:
+            return await self._execute(work, env, command, sandbox)
         endpoint = urllib.parse.urlsplit(binding.base_url)
         host, port = endpoint.hostname or "127.0.0.1", endpoint.port or (443 if endpoint.scheme == "https" else 80)
         (root / "forwarder.py").write_text(FORWARDER)
@@ -156,9 +182,9 @@ class AgentEpisodes:
         forwarded = [sys.executable, str(root / "forwarder.py"), str(socket_path), str(port), "--", *command]
         sandboxed = self._sandboxed(root, work, Path(self.binary).resolve().parent) + forwarded
         async with unix_bridge(socket_path, host, port):
-            return await self._execute(work, env, sandboxed)
+            return await self._execute(work, env, sandboxed, sandbox)
 
-    async def _execute(self, work: Path, agent_env: dict[str, str], command: list[str]) -> EpisodeResult:
+    async def _execute(self, work: Path, agent_env: dict[str, str], command: list[str], sandbox: bool) -> EpisodeResult:
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8", **agent_env}
         started = time.monotonic()
         process = await asyncio.create_subprocess_exec(
@@ -186,13 +212,13 @@ class AgentEpisodes:
             timed_out=timed_out,
             trajectory=trajectory,
             residue=residue,
-            sandboxed=self.sandbox,
+            sandboxed=sandbox,
             duration_s=duration_s,
             stderr_tail=stderr.decode("utf-8", "replace")[-STDERR_TAIL_CHARS:],
         )
 
     def _sandboxed(self, root: Path, work: Path, binary_dir: Path) -> list[str]:
-        return bwrap_prefix(root, work, [*needed_under_tmp(binary_dir), *self.agent.runtime_paths(self.binary)])
+        return bwrap_prefix(root, work, [*needed_by(binary_dir), *self.agent.runtime_paths(self.binary)])
 
 
 async def chat_episode(engine: Engine, tree: HarnessTree, task: str, binding: ModelBinding) -> EpisodeResult:

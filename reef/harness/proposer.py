@@ -11,6 +11,7 @@ from __future__ import annotations
 import abc
 import json
 import re
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -19,6 +20,7 @@ from reef.core.errors import UpstreamError
 from reef.core.scenarios import Dialect
 from reef.core.settings import Settings
 from reef.inference.base import Engine, RequestContext
+from reef.learning.budget import MeteredEngine, usage_tokens
 
 Messages = list[dict[str, str]]
 
@@ -58,10 +60,19 @@ class EngineProposer(Proposer):
 class HttpProposer(Proposer):
     """Any OpenAI-compatible (`/v1/chat/completions`) or Anthropic-compatible (`/v1/messages`) endpoint."""
 
-    def __init__(self, url: str, api: str, model: str, api_key: str | None, timeout_s: float = 120.0) -> None:
+    def __init__(
+        self,
+        url: str,
+        api: str,
+        model: str,
+        api_key: str | None,
+        timeout_s: float = 120.0,
+        on_usage: Callable[[Any], None] | None = None,
+    ) -> None:
         self.url = url.rstrip("/").removesuffix("/v1")
         self.api, self.model, self._api_key, self.timeout_s = api, model, api_key, timeout_s
         self.name = f"{api}:{model}"
+        self._on_usage = on_usage  # each answer's `usage` (the learner's upstream budget counts it)
 
     async def complete(
         self, messages: Messages, max_tokens: int = 256, response_format: dict[str, Any] | None = None
@@ -95,6 +106,8 @@ class HttpProposer(Proposer):
         if response.status_code >= 400:
             raise UpstreamError(f"the proposer answered {response.status_code}")
         data = response.json()
+        if self._on_usage is not None and isinstance(data, dict):
+            self._on_usage(data.get("usage"))
         if self.api == "anthropic":
             return "".join(part.get("text", "") for part in data.get("content", []) if isinstance(part, dict))
         return str(data["choices"][0]["message"].get("content") or "")
@@ -106,8 +119,12 @@ def open_proposer(settings: Settings, engine: Engine, scenario: str) -> Proposer
     model = harness.proposer_model or settings.inference.served_model_name or settings.inference.upstream_model
     if harness.proposer_url:
         key = harness.proposer_api_key.get_secret_value() if harness.proposer_api_key else None
+        on_usage = None
+        if isinstance(engine, MeteredEngine):  # the learner runs under an upstream budget
+            budget = engine.budget
+            on_usage = lambda usage: budget.spend(scenario, usage_tokens(usage))  # noqa: E731
         return HttpProposer(
-            harness.proposer_url, harness.proposer_api, model or "default", key, harness.episode_timeout_s
+            harness.proposer_url, harness.proposer_api, model or "default", key, harness.episode_timeout_s, on_usage
         )
     return EngineProposer(engine, scenario, model or "reef")
 

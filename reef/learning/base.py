@@ -151,6 +151,9 @@ class FeedbackSource(abc.ABC):
     def status(self) -> dict[str, Any]:
         """What `/reef/status` shows of it."""
 
+    def meter(self, on_usage: Callable[[Any], None]) -> None:  # noqa: B027 - only an endpoint judge spends tokens
+        """Hand each upstream answer's `usage` to `on_usage` (the learner's upstream budget counts it)."""
+
 
 class TrainingBackend(abc.ABC):
     """Runs one training job outside the server process (`local` subprocess or `ray` task)."""
@@ -177,6 +180,11 @@ class Evaluator(abc.ABC):
     def details(self, scenario: str) -> dict[str, Any] | None:
         """What the last `paired_scores` of `scenario` saw beyond the scores (per-task episodes), for the commit
         metrics; None by default."""
+        return None
+
+    def blocker(self) -> str | None:
+        """Why this evaluator cannot judge at all now (e.g. it runs untrusted code and no sandbox may start), or
+        None; the learner then starts no step and consumes nothing."""
         return None
 
 

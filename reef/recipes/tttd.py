@@ -41,7 +41,7 @@ from reef.recipes.entropic import entropic_advantages
 from reef.recipes.rl import require_score
 from reef.recipes.tttd_grid import Advantages, GridProcessor
 from reef.recipes.weights import ON_POLICY_NEEDS, PolicyGradientConfig, WeightsRecipe
-from reef.sandbox import Limits
+from reef.sandbox import Limits, isolation
 
 _CELL = {"type": "integer", "minimum": 0}
 
@@ -99,6 +99,11 @@ class TTTDRecipe(WeightsRecipe):
         self._problem = problem
         return problem
 
+    def sandbox(self) -> bool | None:
+        """How evaluations run: None (bubblewrap or a refusal); with `sandbox.allow_unsandboxed`, unsandboxed
+        where bubblewrap cannot start."""
+        return isolation().available if self.settings.sandbox.allow_unsandboxed else None
+
     def limits(self) -> Limits:
         config = self.recipe_config
         return Limits(config.eval_cpu_s, config.eval_memory_mb << 20, config.eval_wall_s)
@@ -147,7 +152,11 @@ class TTTDRecipe(WeightsRecipe):
     def seed(self, directory: Path) -> None:
         config = self.recipe_config
         archive = seed_archive(
-            self.problem(), self.limits(), max_entries=config.max_entries, exploration=config.exploration
+            self.problem(),
+            self.limits(),
+            sandbox=self.sandbox(),
+            max_entries=config.max_entries,
+            exploration=config.exploration,
         )
         write_archive(archive, directory)
 
@@ -156,7 +165,9 @@ class TTTDRecipe(WeightsRecipe):
         found = read_archive(release_dir)
         if found is not None:
             return found
-        return seed_archive(self.problem(), self.limits(), max_entries=self.recipe_config.max_entries)
+        return seed_archive(
+            self.problem(), self.limits(), sandbox=self.sandbox(), max_entries=self.recipe_config.max_entries
+        )
 
     def archive_view(self, release_dir: Path, limit: int) -> dict[str, Any]:
         """`GET /reef/scenarios/{s}/archive`: the problem, the last step and the top `limit` entries."""
@@ -185,7 +196,7 @@ class TTTDRecipe(WeightsRecipe):
         """The parent's archive with the grid folded in, and (with `train`) the adapter trained on the grid."""
         archive = await asyncio.to_thread(self.archive_of, parent_dir) if parent_dir else None
         if archive is None:
-            archive = await asyncio.to_thread(seed_archive, self.problem(), self.limits())
+            archive = await asyncio.to_thread(seed_archive, self.problem(), self.limits(), sandbox=self.sandbox())
         rows = [s["attempt"] for s in batch.samples if "attempt" in s]
         samples = [s for s in batch.samples if "attempt" not in s]
         candidate = ctx.work_dir / "candidate"

@@ -64,6 +64,7 @@ def create_app(settings: Settings, runtime: RuntimeAPI, records: RecordStore, en
     return EdgeMiddleware(
         app,
         tokens=settings.reef.all_tokens(),
+        admin_tokens=settings.reef.all_admin_tokens(),
         max_body_bytes=settings.reef.max_body_bytes,
         metrics=metrics,
         fast_path=inference.InferenceEndpoints(state),

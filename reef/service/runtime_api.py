@@ -39,6 +39,25 @@ class RuntimeAPI(Protocol):
     def context_for(self, scenario: str, release_id: str | None) -> RequestContext:
         """The request context: the serving release, or a pinned one (NotFound if it is not the scenario's)."""
 
+    def route(self, scenario: str, release_id: str | None, tags: dict[str, str]) -> tuple[RequestContext, str | None]:
+        """A request's context (a pinned release, an open rollout's arm, else the serving release) and the id of the
+        rollout that chose it (None when none did)."""
+
+    async def request_failed(self, scenario: str, rollout_id: str, ctx: RequestContext) -> None:
+        """A request a rollout routed failed (5xx, timeout): it counts against its arm."""
+
+    def count_learner_usage(self, scenario: str, usage: dict[str, Any] | None) -> None:
+        """Count what one of the learner's own requests that came over `/v1` spent upstream."""
+
+    def rollout(self, scenario: str) -> dict[str, Any]:
+        """The scenario's open or last rollout (`state` `none` when it never had one)."""
+
+    def rollout_views(self) -> dict[str, dict[str, Any]]:
+        """Every live scenario's open or last rollout, for the metrics."""
+
+    async def end_rollout(self, scenario: str, action: str) -> dict[str, Any]:
+        """Promote or roll back the scenario's open rollout now; Conflict when none is open."""
+
     def validate_report(self, scenario: str, report: dict[str, Any]) -> None:
         """Check a report against the recipe's schema; BadRequest naming the field."""
 
@@ -75,9 +94,13 @@ class RuntimeAPI(Protocol):
         """Forget the API-given gate tasks of `scenario`."""
 
     async def update_control(
-        self, scenario: str, training_mode: str | None = None, paused: bool | None = None
+        self,
+        scenario: str,
+        training_mode: str | None = None,
+        paused: bool | None = None,
+        rollout_mode: str | None = None,
     ) -> dict[str, Any]:
-        """Set the scenario's training mode and/or pause or resume its learning."""
+        """Set the scenario's training mode, pause or resume its learning, and/or set its rollout mode."""
 
     async def request_step(
         self, scenario: str, text: str | None = None, release_id: str | None = None

@@ -128,3 +128,26 @@ def test_an_unknown_default_adapter_exits_2_naming_the_key(tmp_path: Path) -> No
     command += ["--storage.dir", str(tmp_path / "state"), "--reef.port", "0"]
     result = subprocess.run(command, capture_output=True, text=True, timeout=120)
     assert result.returncode == 2 and "harness.default_adapter" in result.stderr
+
+
+async def test_a_candidate_with_unreviewed_extension_nodes_is_never_gated_outside_the_sandbox(tmp_path, fake_pi):
+    from reef.sandbox import SandboxRefused
+
+    evaluator = gate(tmp_path, fake_pi, [{"prompt": "hello", "check": {"file": "x", "contains": "y"}}])
+    extended = HarnessTree.of([*SERVING.nodes, Node("ext", "extension", {"name": "ext", "text": "export {}"})])
+    write_tree(extended, tmp_path / "extended")
+    with pytest.raises(SandboxRefused, match="unreviewed extension/command nodes"):
+        await evaluator.paired_scores("s", tmp_path / "extended", "rel_serving")
+    assert not (tmp_path / "state" / "episodes").exists()  # no episode ran
+
+
+def test_without_an_isolating_sandbox_the_agent_gate_blocks_learning_naming_the_setting(tmp_path, fake_pi, monkeypatch):
+    from reef.sandbox import Isolation, policy
+
+    monkeypatch.setattr(policy, "isolation", lambda: Isolation(False, "bwrap (bubblewrap) is not installed"))
+    evaluator = gate(tmp_path, fake_pi, [{"prompt": "hello", "check": {"file": "x", "contains": "y"}}])
+    evaluator.episodes = PiEpisodes(fake_pi, timeout_s=2, temp_dir=tmp_path)  # sandbox chosen per run
+    blocked = evaluator.blocker()
+    assert blocked is not None and blocked.startswith("sandbox: ") and "sandbox.allow_unsandboxed" in blocked
+    evaluator.episodes = PiEpisodes(fake_pi, timeout_s=2, temp_dir=tmp_path, allow_unsandboxed=True)
+    assert evaluator.blocker() is None

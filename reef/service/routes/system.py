@@ -26,4 +26,6 @@ async def status(request: Request) -> dict[str, Any]:
 
 @router.get("/metrics", summary="Prometheus metrics", include_in_schema=False)
 async def metrics(request: Request) -> Response:
-    return Response(generate_latest(state_of(request).metrics.registry), media_type=CONTENT_TYPE_LATEST)
+    state = state_of(request)
+    state.metrics.show_rollouts(state.runtime.rollout_views())
+    return Response(generate_latest(state.metrics.registry), media_type=CONTENT_TYPE_LATEST)
