@@ -82,9 +82,7 @@ class Runtime:
             harness_prompt=recipe.serving_prompt,
             release_dir=functools.partial(release_dir, releases),
         )
-        self.serving = ServingContexts(
-            recipe, releases, engine, prepends_prompt=not getattr(self.evaluator, "runs_agent", False)
-        )
+        self.serving = ServingContexts(recipe, releases, engine, prepends_prompt=not self.evaluator.runs_agent)
         self.selector = selector or default_selector(recipe, settings)
         self._started = False
         self.scenarios = Scenarios(

@@ -92,9 +92,8 @@ class Scenarios:
     async def start(self) -> list[ScenarioInfo]:
         """Serve each live scenario's head release, then start (and resume) its learner; the live scenarios."""
         scenarios = await asyncio.to_thread(self.records.scenarios)
-        check_teacher = getattr(self.recipe, "check_teacher", None)
-        if callable(check_teacher):  # a distillation teacher release must exist before anything trains on it
-            await asyncio.to_thread(check_teacher, self.release_store, [info.name for info in scenarios])
+        # A distillation teacher release must exist before anything trains on it.
+        await asyncio.to_thread(self.recipe.check_teacher, self.release_store, [info.name for info in scenarios])
         for info in scenarios:
             await self._bring_up(info.name)
         self.replica.start()
@@ -230,9 +229,7 @@ class Scenarios:
         async with self.commit_lock(name):
             await asyncio.to_thread(self.gate.store.clear, name)
             await asyncio.to_thread(self.records.archive_scenario, name)
-            archive = getattr(self.release_store, "archive", None)
-            if callable(archive):
-                await asyncio.to_thread(archive, name)
+            await asyncio.to_thread(self.release_store.archive, name)
             await self.engine.activate(name, None, None)
         self.serving.forget(name)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import logging
 import sys
 from pathlib import Path
@@ -16,6 +17,8 @@ from reef.application.config import ConfigError, describe_settings, load_setting
 from reef.application.exposure import check_exposure, startup_warnings
 from reef.core.errors import BadRequest
 from reef.core.settings import Settings
+from reef.learning.recipe_config import resolved_rows
+from reef.learning.recipes_registry import recipe_class
 from reef.observability import tracing
 
 log = logging.getLogger("reef")
@@ -51,6 +54,11 @@ def print_config(settings: Settings, sources: dict[str, str]) -> None:
         table.add_column(column)
     for key, value, source in describe_settings(settings, sources):
         table.add_row(key, value, source)
+    # The recipe's configuration key by key, defaults filled in (already validated by the startup checks).
+    given_by = sources.get("learning.recipe_config", "default")
+    model = recipe_class(settings.learning.recipe).config_model
+    for name, value, given in resolved_rows(model, settings.learning.recipe_config):
+        table.add_row(f"learning.recipe-config.{name}", json.dumps(value), given_by if given else "default")
     Console(width=140).print(table)
 
 
@@ -83,14 +91,12 @@ def open_engine(settings: Settings) -> Any:
 
 def build_app(settings: Settings) -> Any:
     """Open every part named by `settings` and return the ASGI app."""
-    from reef.application.capability import check_engine_capability
     from reef.application.runtime import Runtime
     from reef.cli.workers import shared_writer_fd
     from reef.releases.git import open_release_store
     from reef.service.app import create_app
     from reef.storage.sql import open_record_store
 
-    check_engine_capability(settings)  # before the engine loads: a recipe it cannot feed would never learn
     storage = settings.storage
     storage.dir.mkdir(parents=True, exist_ok=True)
     engine = open_engine(settings)
@@ -137,6 +143,13 @@ def open_coordination(settings: Settings) -> tuple[Any, Any, Any]:
 
 def run_serve(args: argparse.Namespace, extra: list[str]) -> int:
     settings, sources = resolve(args, extra)
+    from reef.application.startup import check_startup
+
+    try:  # in their documented order, before any engine, model or store is opened
+        check_startup(settings)
+    except ConfigError as exc:
+        print(f"reef: configuration error: {exc}", file=sys.stderr)
+        return 2
     if args.print_config:
         print_config(settings, sources)
         return 0

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from reef.core.capabilities import Capability
+from reef.core.payloads import TrainingCapture
 from reef.core.releases import Release
 from reef.core.scenarios import Dialect
 
@@ -50,7 +51,7 @@ class Completion:
     # The last parsed JSON chunk/event of the stream (chat: its id/created/model feed the in-band receipt chunk).
     last_chunk: dict[str, Any] | None = None
     usage: dict[str, Any] | None = None
-    training: dict[str, Any] | None = None
+    training: TrainingCapture | None = None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -73,7 +74,7 @@ class StreamResult:
     body: dict[str, Any]
     complete: bool
     usage: dict[str, Any] | None = None
-    training: dict[str, Any] | None = None
+    training: TrainingCapture | None = None
     error: str | None = None
 
 

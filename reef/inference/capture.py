@@ -20,6 +20,8 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+from reef.core.payloads import TrainingCapture
+
 Backend = Literal["vllm", "sglang"]
 CAPTURE_FIELDS: dict[str, Any] = {"logprobs": True, "return_token_ids": True}
 _ADDED_TO_ANSWER = ("prompt_token_ids", "token_ids")
@@ -30,7 +32,7 @@ def with_capture(body: dict[str, Any]) -> dict[str, Any]:
     return {**body, **CAPTURE_FIELDS}
 
 
-def training_from_chat(response: dict[str, Any]) -> dict[str, Any] | None:
+def training_from_chat(response: dict[str, Any]) -> TrainingCapture | None:
     """The `training` capture of a non-streaming chat completion from vLLM or SGLang, or None without one."""
     choices = response.get("choices")
     choice = choices[0] if isinstance(choices, list) and choices and isinstance(choices[0], dict) else None

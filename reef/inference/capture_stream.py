@@ -13,6 +13,7 @@ import dataclasses
 from collections.abc import AsyncIterator
 from typing import Any
 
+from reef.core.payloads import TrainingCapture
 from reef.inference.base import CompletionStream, StreamFrame, StreamResult
 from reef.inference.capture import client_view, training_from_chat
 from reef.inference.sse import SSEEvent, encode_event, parse_event
@@ -39,7 +40,7 @@ class StreamCapture:
         if isinstance(content, list):
             self.logprobs.extend(content)
 
-    def training(self) -> dict[str, Any] | None:
+    def training(self) -> TrainingCapture | None:
         """The capture in the embedded engine's shape, or None when the ids and log-probs do not line up."""
         assembled = {
             "prompt_token_ids": self.prompt_ids,

@@ -29,6 +29,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from reef.core.errors import BadRequest, Conflict
+from reef.core.payloads import ControlState, LearnerStatus
 from reef.core.records import Record
 from reef.core.releases import Commit, Verdict
 from reef.core.settings import Settings
@@ -86,9 +87,7 @@ class Learner:
         self.engine = engine
         self.evaluator = evaluator
         self.selector = selector
-        self.gate = ScenarioGate(
-            scenario, gate, bool(getattr(evaluator, "uses_gate_tasks", False)), isinstance(selector, Always)
-        )
+        self.gate = ScenarioGate(scenario, gate, evaluator.uses_gate_tasks, isinstance(selector, Always))
         self.lineage = WorkingLineage(scenario, releases)
         self._activity = StepActivity(scenario)
         self._steps = Steps(
@@ -155,11 +154,11 @@ class Learner:
 
     # ---- training control ------------------------------------------------------------------------------------
 
-    def control(self) -> dict[str, Any]:
+    def control(self) -> ControlState:
         """The training mode, whether learning is paused, and the requested step (queued or running) if any."""
         return self._control.state(self._activity.job.get("step_id"))
 
-    async def set_control(self, training_mode: str | None = None, paused: bool | None = None) -> dict[str, Any]:
+    async def set_control(self, training_mode: str | None = None, paused: bool | None = None) -> ControlState:
         """Change the training mode and/or pause or resume learning (stored first, then in effect)."""
         await self._control.set(training_mode, paused)
         mode, paused_now = self._control.mode, self._control.paused
@@ -311,7 +310,7 @@ class Learner:
                 assert self._processor is not None
                 still_blocked = self._steps.blocked is not None and self._blocker() is not None
                 # A processor may count units coarser than samples (grpo: whole groups); it says how many make a batch.
-                needed = getattr(self._processor, "units_per_batch", batch_size)
+                needed = self._processor.units_per_batch or batch_size
                 if self._processor.ready() >= needed and not still_blocked and await self.step() is not None:
                     if self._steps.failures:
                         await self._sleep(min(poll_s * 2**self._steps.failures, MAX_BACKOFF_S))
@@ -366,12 +365,14 @@ class Learner:
 
     # ---- status ----------------------------------------------------------------------------------------------
 
-    def status(self) -> dict[str, Any]:
+    def status(self) -> LearnerStatus:
         """Step, buffered units, the job in flight, the last verdict with its scores, recent errors."""
-        steps = self._steps
-        return {
+        steps, control = self._steps, self.control()
+        status: LearnerStatus = {
             "mode": self._control.mode,
-            **self.control(),
+            "training_mode": control["training_mode"],
+            "paused": control["paused"],
+            "requested": control["requested"],
             "step": steps.step,
             "ready": self._processor.ready() if self._processor is not None else 0,
             "batch_size": self.settings.learning.batch_size,
@@ -385,5 +386,7 @@ class Learner:
             "lineage": {"tip_release_id": self.lineage.tip_id},
             "consecutive_failures": steps.failures,
             "errors": list(self._activity.errors),
-            **({"computed_feedback": self._feedback.status()} if self._feedback is not None else {}),
         }
+        if self._feedback is not None:
+            status["computed_feedback"] = self._feedback.status()
+        return status

@@ -165,6 +165,7 @@ class Steps:
             self.activity.progress,
             backend_factory=self._backend_factory,
             releases=self.releases,
+            commits=self.commits,
         )
         with tracing.span("reef.learner.train", recipe=self.recipe.name, trained_from=release_id_of(trained_from)):
             candidate = await grow(self.recipe, batch, parent_dir, ctx, self._backend_factory)
@@ -269,8 +270,8 @@ class Steps:
 
     async def discard(self) -> None:
         """Commit what the processor dropped on its own (an sdpo grid spanning releases) as skipped, consuming it."""
-        drain = getattr(self._processor(), "discarded", None)
-        for reason, record_ids in drain() if callable(drain) else []:
+        processor = self._processor()
+        for reason, record_ids in processor.discarded() if processor is not None else []:
             await self._check_leading(self.step + 1)
             commit = self._commit(self.step + 1, "skipped", None, NO_PARENTS, unjudged(reason), record_ids)
             await asyncio.to_thread(self.commits.append, commit)

@@ -10,14 +10,16 @@ from a failure); when its reply is unusable the item is the worked example itsel
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, ClassVar
+
+from pydantic import Field
 
 from reef.harness.mutations import Mutation
 from reef.harness.proposer import parse_json_reply
 from reef.harness.reply_schema import STRATEGY_REPLY, STRATEGY_SCHEMA, reply_max_tokens
 from reef.harness.traces import is_failure, question_of, words
 from reef.harness.tree import Node
-from reef.recipes.harness_method import HarnessRecipe, StepInput, StepOutput, example_text, memory_id
+from reef.recipes.harness_method import HarnessConfig, HarnessRecipe, StepInput, StepOutput, example_text, memory_id
 
 PREFIX = "rb-"
 MAX_BANK = 200
@@ -27,16 +29,26 @@ DISTIL = (
 )
 
 
+class ReasoningBankConfig(HarnessConfig):
+    """`learning.recipe_config` of the `reasoning_bank` harness method."""
+
+    proposer_max_tokens: int = Field(80, ge=1, description="the proposer's completion budget per call")
+    max_distil_per_step: int = Field(2, ge=0, description="traces distilled into memory items per step")
+    top_k: int = Field(4, ge=1, description="memory items retrieved per query")
+
+
 class ReasoningBank(HarnessRecipe):
     """Distil judged traces into strategy items; keep the most relevant ones in the prompt."""
 
     name = "reasoning_bank"
+    config_model: ClassVar[type[ReasoningBankConfig]] = ReasoningBankConfig
+    recipe_config: ReasoningBankConfig
     surface = "harness"
 
     async def step(self, given: StepInput) -> StepOutput:
         bank: list[dict[str, Any]] = list(given.state.get("bank", []))
         known = {item["id"] for item in bank}
-        budget = int(self.config.get("max_distil_per_step", 2))
+        budget = self.recipe_config.max_distil_per_step
         distilled = fallback = 0
         replies: list[str] = []
         for trace in given.traces:
@@ -63,7 +75,7 @@ class ReasoningBank(HarnessRecipe):
                     bank.append(example)
         bank = bank[-MAX_BANK:]
         queries = [words(question_of(t)) for t in given.traces]
-        chosen = retrieve(bank, queries, int(self.config.get("top_k", 4)))
+        chosen = retrieve(bank, queries, self.recipe_config.top_k)
         current = {node.id for node in given.tree.of_kind("memory") if node.id.startswith(PREFIX)}
         wanted = {item["id"]: item for item in chosen}
         mutations = [Mutation.remove(node_id) for node_id in sorted(current - set(wanted))]
@@ -91,7 +103,7 @@ class ReasoningBank(HarnessRecipe):
         lines.append(f"Outcome: {outcome}")
         return await given.proposer.complete(
             [{"role": "system", "content": DISTIL}, {"role": "user", "content": "\n".join(lines)}],
-            max_tokens=reply_max_tokens(STRATEGY_SCHEMA, int(self.config.get("proposer_max_tokens", 80))),
+            max_tokens=reply_max_tokens(STRATEGY_SCHEMA, self.recipe_config.proposer_max_tokens),
             response_format=STRATEGY_REPLY,
         )
 

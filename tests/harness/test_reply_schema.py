@@ -64,7 +64,7 @@ def test_the_schemas_compile_to_grammars_the_embedded_engine_enforces():
 
 async def test_evolve_asks_its_proposer_for_a_reply_of_the_nodes_schema(settings, engine, make_ctx):
     engine.proposer_reply = '[{"kind":"rules","text":"Reply with the number only."}]'
-    _, metrics = await Evolve(settings).grow(batch_of(FOUR), None, make_ctx())
+    metrics = (await Evolve(settings).grow(batch_of(FOUR), None, make_ctx())).metrics
     proposer_body = next(body for body, _ in engine.calls if body.get("response_format") is not None)
     assert proposer_body["response_format"] == NODES_REPLY
     assert proposer_body["max_tokens"] >= reply_max_tokens(NODES_SCHEMA, 0)
@@ -77,7 +77,7 @@ async def test_with_its_proposer_off_a_method_publishes_only_its_fallback(tmp_pa
         learning=LearningSettings(recipe="evolve", batch_size=4, recipe_config={"proposer": "off"}),
     )
     engine.proposer_reply = '[{"kind":"rules","text":"Reply with the number only."}]'
-    _, metrics = await Evolve(off).grow(batch_of(FOUR), None, make_ctx())
+    metrics = (await Evolve(off).grow(batch_of(FOUR), None, make_ctx())).metrics
     assert metrics["source"] == "fallback" and metrics["proposer_off"] is True
     assert engine.proposer_calls == []
 

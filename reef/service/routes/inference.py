@@ -21,6 +21,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from reef.core.errors import ReefError
+from reef.core.payloads import InferencePayload, TrainingCapture
 from reef.core.records import Record
 from reef.core.scenarios import Dialect
 from reef.inference.base import CompletionStream
@@ -28,6 +29,7 @@ from reef.inference.sse import receipt_frames
 from reef.observability import tracing
 from reef.service.deps import json_object, live_scenario, release_pin_of, scenario_of, tags_of
 from reef.service.errors import reef_error_response, unexpected_error_response
+from reef.service.state import ServiceState
 
 log = logging.getLogger("reef.service")
 _background: set[asyncio.Task] = set()
@@ -51,12 +53,12 @@ def _inference_record(
     complete: bool,
     stream: bool,
     usage: dict[str, Any] | None,
-    training: dict[str, Any] | None,
+    training: TrainingCapture | None,
     error: str | None = None,
     rollout_id: str | None = None,
 ) -> Record:
     finished_at = time.time()
-    payload: dict[str, Any] = {
+    payload: InferencePayload = {
         "dialect": dialect.value,
         "request": request_body,
         "response": response_body,
@@ -73,10 +75,10 @@ def _inference_record(
         payload["error"] = error
     if rollout_id is not None:  # the rollout that chose the serving release (its arm: `release_id`)
         payload["rollout_id"] = rollout_id
-    return Record.new(scenario, "inference", payload, created_at=finished_at)
+    return Record.new(scenario, "inference", dict(payload), created_at=finished_at)
 
 
-async def _serve(state: Any, request: Request, dialect: Dialect) -> JsonBody | StreamRelay:
+async def _serve(state: ServiceState, request: Request, dialect: Dialect) -> JsonBody | StreamRelay:
     started_at = time.time()
     scenario = scenario_of(request)
     body = await json_object(request)
@@ -136,7 +138,7 @@ class JsonBody:
 
 
 def _streaming_response(
-    state: Any,
+    state: ServiceState,
     dialect: Dialect,
     scenario: str,
     stream: CompletionStream,
@@ -186,7 +188,7 @@ class StreamRelay:
 
     def __init__(
         self,
-        state: Any,
+        state: ServiceState,
         dialect: Dialect,
         stream: CompletionStream,
         record_of: Callable[..., Record],
@@ -257,7 +259,7 @@ class StreamRelay:
             await stream.aclose()
 
 
-async def _remember(state: Any, record: Record) -> None:
+async def _remember(state: ServiceState, record: Record) -> None:
     """Make an inference record durable and count it.
 
     The learner is not woken: only a report can complete a training unit, and reports wake it (it reads the
@@ -271,14 +273,14 @@ async def _remember(state: Any, record: Record) -> None:
         state.runtime.count_learner_usage(record.scenario, usage)
 
 
-async def _record_cut_stream(state: Any, record: Record) -> None:
+async def _record_cut_stream(state: ServiceState, record: Record) -> None:
     try:
         await _remember(state, record)
     except Exception:
         log.exception("could not record a cut stream of scenario %s", record.scenario)
 
 
-async def _count_tokens(state: Any, request: Request) -> Response:
+async def _count_tokens(state: ServiceState, request: Request) -> Response:
     scenario = scenario_of(request)
     body = await json_object(request)
     await live_scenario(state, scenario)
@@ -287,7 +289,7 @@ async def _count_tokens(state: Any, request: Request) -> Response:
     return Response(orjson.dumps(counted), media_type="application/json")
 
 
-async def _models(state: Any, request: Request) -> Response:
+async def _models(state: ServiceState, request: Request) -> Response:
     return Response(orjson.dumps({"object": "list", "data": state.engine.models()}), media_type="application/json")
 
 
@@ -303,7 +305,7 @@ ROUTES = {
 class InferenceEndpoints:
     """Dispatches the `/v1/*` routes (docs/reference/http-api.md); `handles(scope)`: is a request one of them."""
 
-    def __init__(self, state: Any) -> None:
+    def __init__(self, state: ServiceState) -> None:
         self.state = state
 
     def handles(self, scope: dict) -> bool:
