@@ -3,7 +3,8 @@
 1. settings — already validated by pydantic when they were loaded (`reef.application.config.load_settings`);
 2. recipe configuration — `learning.recipe` names a recipe and `learning.recipe_config` fits its `config_model`;
 3. installed extras — the optional packages the settings call for are importable;
-4. engine capability — the engine can feed the recipe (token ids and log-probs for a weights recipe, …);
+4. engine capability — the engine can feed the recipe (token ids and log-probs for a weights recipe, …) and
+   serve a release per request where `rollout.mode` is canary;
 5. sandbox and auth — untrusted work can be isolated and the tokens the deployment needs are set.
 
 Each check raises `ConfigError` naming the key at fault (the CLI exits 2 with it), so the first refusal is the real
@@ -15,6 +16,8 @@ from __future__ import annotations
 
 from reef.application import capability
 from reef.application.config import ConfigError
+from reef.application.exposure import check_exposure
+from reef.application.rollout import check_rollout
 from reef.core.errors import BadRequest
 from reef.core.settings import Settings
 from reef.learning.recipe_config import parse_recipe_config
@@ -52,11 +55,14 @@ def check_engine_capability(settings: Settings) -> None:
         capability.check_engine_capability(settings)
     except BadRequest as exc:
         raise _refusal(exc) from None
+    check_rollout(settings, recipe_class(settings.learning.recipe).surface)
 
 
 def check_sandbox_and_auth(settings: Settings) -> None:
-    """Where a refusal belongs when untrusted work cannot be isolated (no sandbox where one is required) or a token
-    the deployment needs is missing: raise `ConfigError` naming the setting. Nothing is checked here yet."""
+    """A deployment reachable from other machines has a token (else `reef.tokens` is named, unless
+    `reef.allow_unauthenticated`). Whether untrusted work can be isolated is decided per run (`reef.sandbox.policy`):
+    a step that cannot isolate fails closed with `sandbox: …` in status, and `reef serve` logs the sandbox it found."""
+    check_exposure(settings)
 
 
 def _refusal(exc: BadRequest) -> ConfigError:

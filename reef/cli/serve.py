@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.table import Table
 
 from reef.application.config import ConfigError, describe_settings, load_settings, parse_overrides
-from reef.application.exposure import check_exposure, startup_warnings
+from reef.application.exposure import startup_warnings
 from reef.core.errors import BadRequest
 from reef.core.settings import Settings
 from reef.learning.recipe_config import resolved_rows
@@ -156,11 +156,6 @@ def run_serve(args: argparse.Namespace, extra: list[str]) -> int:
     logging.basicConfig(level=settings.reef.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     from reef.cli.workers import Supervisor, is_worker
 
-    try:
-        check_exposure(settings)
-    except ConfigError as exc:
-        print(f"reef: configuration error: {exc}", file=sys.stderr)
-        return 2
     if settings.reef.workers > 1 and not is_worker():
         argv = (["-c", str(args.config)] if args.config else []) + list(extra)
         return Supervisor(settings, argv).run()

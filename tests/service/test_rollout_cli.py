@@ -56,10 +56,10 @@ def test_reef_serve_refuses_a_canary_share_outside_zero_one_with_exit_2_naming_i
     assert "rollout.canary_share" in capsys.readouterr().err
 
 
-def test_reef_serve_refuses_canary_on_an_upstream_that_serves_one_model(
+def test_reef_serve_refuses_canary_for_a_recipe_that_publishes_no_trained_release(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    flags = ["--inference.upstream-url", "http://127.0.0.1:9", "--learning.recipe", "sft"]
+    flags = ["--inference.upstream-url", "http://127.0.0.1:9", "--learning.recipe", "basic"]
     code = reef_cli(["serve", *flags, "--rollout.mode", "canary", "--storage.dir", str(tmp_path / "state")])
     assert code == 2
     assert "rollout.mode: canary is not available" in capsys.readouterr().err
