@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 from reef.application.config import ConfigError, describe_settings, load_settings, parse_overrides
+from reef.application.extras import check_extras
 from reef.core.errors import BadRequest
 from reef.core.settings import Settings
 from reef.observability import tracing
@@ -144,6 +145,7 @@ def run_serve(args: argparse.Namespace, extra: list[str]) -> int:
         argv = (["-c", str(args.config)] if args.config else []) + list(extra)
         return Supervisor(settings, argv).run()
     try:
+        check_extras(settings)  # before anything heavy is imported: a setting whose extra is missing stops here
         # Before anything is opened: a tracing setting that cannot work stops the start, as any bad setting does.
         traced = tracing.configure(settings.observability)
         app = build_app(settings)
