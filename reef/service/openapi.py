@@ -16,8 +16,12 @@ from typing import Any
 
 from fastapi import FastAPI
 
+from reef.core.identifiers import RELEASE_ID_PATTERN, SCENARIO_NAME_PATTERN
+from reef.harness.catalog import adapter_names
+from reef.harness.published import MAX_REASON_CHARS
 from reef.service.middleware import _open as is_open_path
-from reef.service.openapi_inference import INFERENCE_SCHEMAS, SCENARIO_HEADER, inference_paths
+from reef.service.openapi_inference import INFERENCE_SCHEMAS, SCENARIO_HEADER, STREAM_SCHEMAS, inference_paths
+from reef.service.openapi_tasks import TASK_SCHEMA
 
 _Schema = dict[str, Any]
 
@@ -42,6 +46,7 @@ ERROR_SCHEMA: _Schema = {
 _STATUS_TEXT = {
     400: "Bad input; the message names the field (`messages.0.content: must be a string or a list`)",
     401: "Missing or invalid token",
+    403: "The token is valid but lacks the scope this route needs",
     404: "Unknown scenario, record or release",
     409: "Conflict: the same id with other content, a release that cannot be restored, a busy or paused learner",
     413: "The body is larger than `reef.max_body_bytes`",
@@ -59,16 +64,20 @@ _SCENARIO_HEADER_ROUTES = frozenset(
         ("post", "/reef/train"),
         ("get", "/reef/harness"),
         ("get", "/reef/harness/releases"),
+        ("get", "/reef/harness/versions"),
         ("get", "/reef/harness/install"),
         ("post", "/reef/harness/proposals"),
     }
 )
+# Routes without a scenario in their path or header that still answer 404 (a release id that names no release).
+_NOT_FOUND_ROUTES = frozenset({("post", "/reef/scenarios")})
 _CONFLICT_ROUTES = frozenset(
     {
         ("post", "/reef/report"),
         ("post", "/reef/records"),
         ("post", "/reef/records/batch"),
         ("post", "/reef/train"),
+        ("post", "/reef/scenarios/{scenario}/update"),
         ("post", "/reef/scenarios/{scenario}/rollback"),
         ("post", "/reef/scenarios/{scenario}/promote"),
     }
@@ -110,27 +119,15 @@ _RAW_BODIES: dict[tuple[str, str], dict[str, Any]] = {
                             },
                         },
                     },
-                    "reason": {"type": "string"},
+                    "reason": {"type": "string", "maxLength": MAX_REASON_CHARS},
+                    "session": {"type": ["string", "null"], "description": "the agent session it comes from"},
+                    "release_id": {
+                        "anyOf": [{"type": "string", "pattern": RELEASE_ID_PATTERN}, {"type": "null"}],
+                        "description": "the release the mutations apply to (default: the serving one)",
+                    },
                 },
             }
         }
-    },
-}
-TASK_SCHEMA: _Schema = {
-    "type": "object",
-    "description": "a gate task: `prompt` or `messages`, a `checker` and what it checks against",
-    "properties": {
-        "id": {"type": "string"},
-        "prompt": {"type": "string"},
-        "messages": {"type": "array", "minItems": 1, "items": {"type": "object"}},
-        "checker": {
-            "type": "string",
-            "default": "exact",
-            "description": "exact, contains, regex, numeric, f1 or package.module:function",
-        },
-        "answer": {},
-        "pattern": {"type": "string", "description": "regex checker"},
-        "max_tokens": {"type": "integer", "minimum": 1},
     },
 }
 
@@ -152,7 +149,7 @@ def complete_document(generated: dict[str, Any]) -> dict[str, Any]:
     document = copy.deepcopy(generated)
     components = document.setdefault("components", {})
     schemas = components.setdefault("schemas", {})
-    schemas.update(Error=ERROR_SCHEMA, Task=TASK_SCHEMA, **INFERENCE_SCHEMAS)
+    schemas.update(Error=ERROR_SCHEMA, Task=TASK_SCHEMA, **INFERENCE_SCHEMAS, **STREAM_SCHEMAS)
     components["securitySchemes"] = {
         "bearer": {"type": "http", "scheme": "bearer", "description": "any of `reef.tokens`; none configured = off"},
         "apiKey": {"type": "apiKey", "in": "header", "name": "x-api-key", "description": "the same token"},
@@ -177,10 +174,21 @@ def _errors(*statuses: int) -> dict[str, Any]:
     }
 
 
+def _adapter_schema(declared: dict[str, Any]) -> dict[str, Any]:
+    """The `adapter` query parameter: one of the shipped adapters (null where the route has a default)."""
+    names = {"enum": adapter_names()}
+    return {"anyOf": [names, {"type": "null"}]} if "anyOf" in declared else names
+
+
 def _complete_operation(method: str, path: str, operation: dict[str, Any]) -> None:
     responses = operation.setdefault("responses", {})
     responses.pop("422", None)  # validation errors are answered as 400 with the Error shape
     key = (method, path)
+    for parameter in operation.get("parameters", []):
+        if parameter.get("in") == "path" and parameter.get("name") == "scenario":  # checked by the route itself
+            parameter["schema"] = {"type": "string", "pattern": SCENARIO_NAME_PATTERN, "title": "Scenario"}
+        if parameter.get("in") == "query" and parameter.get("name") == "adapter":  # checked by load_adapter
+            parameter["schema"] = _adapter_schema(parameter["schema"])
     if key in _SCENARIO_HEADER_ROUTES:
         operation.setdefault("parameters", []).append(SCENARIO_HEADER)
     if key in _RAW_BODIES:
@@ -191,8 +199,8 @@ def _complete_operation(method: str, path: str, operation: dict[str, Any]) -> No
     if is_open_path(path):
         operation["security"] = []
     else:
-        statuses.append(401)
-    if "{" in path or key in _SCENARIO_HEADER_ROUTES:
+        statuses.extend((401, 403))
+    if "{" in path or key in _SCENARIO_HEADER_ROUTES or key in _NOT_FOUND_ROUTES:
         statuses.append(404)
     if key in _CONFLICT_ROUTES:
         statuses.append(409)

@@ -154,6 +154,6 @@ def test_a_scenario_that_does_not_learn_refuses_training_control_naming_it(
         assert refused.status_code == 400
         assert "basic" in _error(refused)["message"] and "plain" in _error(refused)["message"]
         update = client.post("/reef/scenarios/plain/update", json={"training_mode": "manual"})
-        assert update.status_code == 400 and "does not learn" in _error(update)["message"]
+        assert update.status_code == 409 and "does not learn" in _error(update)["message"]
         contract = client.get("/reef/scenarios/plain/contract").json()
         assert (contract["recipe"], contract["learns"], contract["training_mode"]) == ("basic", False, None)

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import re
 from typing import Any
 
 from fastapi import APIRouter, Query, Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 
 from reef.core.errors import BadRequest, NotFound
+from reef.core.identifiers import RELEASE_ID_PATTERN
 from reef.core.releases import Release
 from reef.harness.catalog import adapter_names, load_adapter
 from reef.harness.install import install_script
@@ -39,8 +41,10 @@ async def _release(request: Request, scenario: str, release_id: str | None) -> R
 @router.get("/reef/harness", summary="The serving (or a given) release's harness files")
 async def get_harness(
     request: Request,
-    release_id: str | None = Query(None),
-    version: str | None = Query(None, description="the reference client's name for release_id"),
+    release_id: str | None = Query(None, pattern=RELEASE_ID_PATTERN),
+    version: str | None = Query(
+        None, pattern=RELEASE_ID_PATTERN, description="the reference client's name for release_id"
+    ),
     adapter: str | None = Query(None, description="default: harness.default_adapter"),
 ) -> Response:
     scenario = scenario_of(request)
@@ -80,7 +84,9 @@ async def list_adapters() -> dict[str, Any]:
 
 
 @router.get("/reef/harness/install", summary="A POSIX sh installer for the serving harness")
-async def install(request: Request, adapter: str = Query(...), release_id: str | None = Query(None)) -> Response:
+async def install(
+    request: Request, adapter: str = Query(...), release_id: str | None = Query(None, pattern=RELEASE_ID_PATTERN)
+) -> Response:
     scenario = scenario_of(request)
     chosen = load_adapter(adapter)
     release = await _release(request, scenario, release_id)
@@ -97,7 +103,9 @@ async def install(request: Request, adapter: str = Query(...), release_id: str |
     return PlainTextResponse(script, media_type="text/x-shellscript", headers={"x-reef-release-id": release.release_id})
 
 
-@router.post("/reef/harness/proposals", summary="Queue an agent's own proposal for the next evolution step")
+@router.post(
+    "/reef/harness/proposals", status_code=202, summary="Queue an agent's own proposal for the next evolution step"
+)
 async def propose(request: Request) -> Response:
     scenario = scenario_of(request)
     body = await json_object(request)
@@ -109,7 +117,7 @@ async def propose(request: Request) -> Response:
             raise NotFound(f"unknown scenario {scenario!r} (implicit creation is off; POST /reef/scenarios first)")
         await runtime.ensure_scenario(scenario)
     against = body.get("release_id")
-    if against is not None and not isinstance(against, str):
+    if against is not None and not (isinstance(against, str) and re.fullmatch(RELEASE_ID_PATTERN, against)):
         raise BadRequest("must be a release id", field="release_id")
     store = runtime.release_store
     head = (
