@@ -16,10 +16,10 @@ from typing import Any
 
 from fastapi import FastAPI
 
-from reef.core.identifiers import RELEASE_ID_PATTERN, SCENARIO_NAME_PATTERN
+from reef.core.identifiers import SCENARIO_NAME_PATTERN
 from reef.harness.catalog import adapter_names
-from reef.harness.published import MAX_REASON_CHARS
 from reef.service.middleware import _open as is_open_path
+from reef.service.openapi_harness import PROPOSAL_SCHEMA
 from reef.service.openapi_inference import INFERENCE_SCHEMAS, SCENARIO_HEADER, STREAM_SCHEMAS, inference_paths
 from reef.service.openapi_tasks import TASK_SCHEMA
 
@@ -97,38 +97,7 @@ _RAW_BODIES: dict[tuple[str, str], dict[str, Any]] = {
         },
         "application/x-ndjson": {"schema": {"type": "string", "description": "one task (a JSON object) per line"}},
     },
-    ("post", "/reef/harness/proposals"): {
-        "application/json": {
-            "schema": {
-                "type": "object",
-                "required": ["mutations"],
-                "additionalProperties": False,
-                "properties": {
-                    "mutations": {
-                        "type": "array",
-                        "minItems": 1,
-                        "items": {
-                            "type": "object",
-                            "required": ["op"],
-                            "properties": {
-                                "op": {"enum": ["create", "update", "remove"]},
-                                "id": {"type": "string", "description": "the node to update or remove"},
-                                "node": {"type": "object", "description": "create: the new node"},
-                                "after": {"type": "string", "description": "create: the node it follows"},
-                                "config": {"type": "object", "description": "update: merged into the node's config"},
-                            },
-                        },
-                    },
-                    "reason": {"type": "string", "maxLength": MAX_REASON_CHARS},
-                    "session": {"type": ["string", "null"], "description": "the agent session it comes from"},
-                    "release_id": {
-                        "anyOf": [{"type": "string", "pattern": RELEASE_ID_PATTERN}, {"type": "null"}],
-                        "description": "the release the mutations apply to (default: the serving one)",
-                    },
-                },
-            }
-        }
-    },
+    ("post", "/reef/harness/proposals"): {"application/json": {"schema": PROPOSAL_SCHEMA}},
 }
 
 

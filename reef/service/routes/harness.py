@@ -23,6 +23,12 @@ from reef.service.deps import json_object, scenario_of
 router = APIRouter(tags=["harness"])
 
 
+class ShellScript(PlainTextResponse):
+    """A POSIX sh script (the installer), as the API document names its type."""
+
+    media_type = "text/x-shellscript"
+
+
 async def _release(request: Request, scenario: str, release_id: str | None) -> Release:
     runtime = request.app.state.runtime
     if runtime.recipe.surface != "harness":
@@ -83,7 +89,12 @@ async def list_adapters() -> dict[str, Any]:
     return {"adapters": [load_adapter(name).to_json() for name in adapter_names()]}
 
 
-@router.get("/reef/harness/install", summary="A POSIX sh installer for the serving harness")
+@router.get(
+    "/reef/harness/install",
+    summary="A POSIX sh installer for the serving harness",
+    response_class=ShellScript,
+    responses={200: {"description": "the script"}},
+)
 async def install(
     request: Request, adapter: str = Query(...), release_id: str | None = Query(None, pattern=RELEASE_ID_PATTERN)
 ) -> Response:
@@ -100,7 +111,7 @@ async def install(
         base_url=str(request.base_url).rstrip("/"),
         model=_served_model(request),
     )
-    return PlainTextResponse(script, media_type="text/x-shellscript", headers={"x-reef-release-id": release.release_id})
+    return ShellScript(script, headers={"x-reef-release-id": release.release_id})
 
 
 @router.post(
