@@ -29,13 +29,18 @@ class ShellScript(PlainTextResponse):
     media_type = "text/x-shellscript"
 
 
-async def _release(request: Request, scenario: str, release_id: str | None) -> Release:
+def _harness_scenario(request: Request, scenario: str) -> None:
+    """404 unless the recipe evolves a harness and `scenario` exists."""
     runtime = request.app.state.runtime
     if runtime.recipe.surface != "harness":
         raise NotFound(f"the recipe {runtime.recipe.name!r} does not evolve a harness")
     if not runtime.known_scenario(scenario):
         raise NotFound(f"unknown scenario {scenario!r}")
-    store = runtime.release_store
+
+
+async def _release(request: Request, scenario: str, release_id: str | None) -> Release:
+    _harness_scenario(request, scenario)
+    store = request.app.state.runtime.release_store
     if release_id:
         return await asyncio.to_thread(store.get, scenario, release_id)
     head = await asyncio.to_thread(store.head, scenario)
@@ -54,6 +59,7 @@ async def get_harness(
     adapter: str | None = Query(None, description="default: harness.default_adapter"),
 ) -> Response:
     scenario = scenario_of(request)
+    _harness_scenario(request, scenario)  # before the query's own checks: without a harness there is nothing to ask
     if release_id and version and release_id != version:
         raise BadRequest("give release_id or version, not two different ones", field="version")
     adapter = adapter or request.app.state.settings.harness.default_adapter
