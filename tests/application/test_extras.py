@@ -90,3 +90,30 @@ def test_reef_serve_exits_2_naming_the_extra_before_opening_anything(
     error = capsys.readouterr().err
     assert "[local]" in error and "[train]" in error
     assert not state.exists()
+
+
+_CORE_PATH_PROBE = """
+import sys, tempfile
+from reef.application.config import load_settings, parse_overrides
+from reef.cli.main import build_parser
+from reef.cli.serve import build_app
+import reef.cli.status, reef.cli.releases, reef.cli.training
+build_parser().parse_known_args(["serve"])
+for recipe in sys.argv[1:]:
+    flags = ["--inference.upstream-url", "http://127.0.0.1:9", "--storage.dir", tempfile.mkdtemp(),
+             "--learning.recipe", recipe]
+    build_app(load_settings(None, parse_overrides(flags))[0]).app.openapi()
+heavy = ("torch", "transformers", "peft", "gguf", "safetensors", "accelerate", "llguidance", "llama_cpp", "ray")
+print(sorted({name.split(".")[0] for name in sys.modules} & set(heavy)))
+"""
+
+
+def test_serving_an_upstream_with_any_recipe_that_trains_no_weights_imports_no_extra() -> None:
+    import subprocess
+    import sys
+
+    found = subprocess.run(
+        [sys.executable, "-c", _CORE_PATH_PROBE, *HARNESS_RECIPES], capture_output=True, text=True, timeout=300
+    )
+    assert found.returncode == 0, found.stderr[-3000:]
+    assert found.stdout.strip().splitlines()[-1] == "[]"
