@@ -3,7 +3,8 @@
 FastAPI describes the `/reef/*` routes from their signatures. It does not see the `/v1/*` routes: `EdgeMiddleware`
 serves them as plain ASGI handlers before FastAPI routes anything. This module adds them (described in
 `openapi_inference`). It also adds what the
-edge does for every route, outside any signature: bearer tokens (401), the body limit (413), the scenario header
+edge does for every route, outside any signature: bearer tokens (401) and their scopes (403; the scope a route
+needs is its `x-reef-scope`), the body limit (413), the scenario header
 some routes read, and the error shape Reef answers with (400, where FastAPI would say 422).
 docs/reference/http-api.md is the reader's version; tests/service/test_api_document.py keeps the two in step.
 """
@@ -11,17 +12,17 @@ docs/reference/http-api.md is the reader's version; tests/service/test_api_docum
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from fastapi import FastAPI
 
 from reef.core.identifiers import SCENARIO_NAME_PATTERN
 from reef.harness.catalog import adapter_names
-from reef.service.middleware import _open as is_open_path
 from reef.service.openapi_harness import PROPOSAL_SCHEMA
 from reef.service.openapi_inference import INFERENCE_SCHEMAS, SCENARIO_HEADER, STREAM_SCHEMAS, inference_paths
-from reef.service.openapi_tasks import TASK_SCHEMA
+from reef.service.openapi_tasks import task_schema
+from reef.service.scopes import Scope, required_scope, scope_words
 
 _Schema = dict[str, Any]
 
@@ -36,7 +37,13 @@ ERROR_SCHEMA: _Schema = {
             "properties": {
                 "type": {
                     "type": "string",
-                    "examples": ["invalid_request_error", "authentication_error", "not_found_error", "conflict_error"],
+                    "examples": [
+                        "invalid_request_error",
+                        "authentication_error",
+                        "permission_error",
+                        "not_found_error",
+                        "conflict_error",
+                    ],
                 },
                 "message": {"type": "string", "description": "for a 400, starts with the offending field"},
             },
@@ -46,7 +53,7 @@ ERROR_SCHEMA: _Schema = {
 _STATUS_TEXT = {
     400: "Bad input; the message names the field (`messages.0.content: must be a string or a list`)",
     401: "Missing or invalid token",
-    403: "The token is valid but lacks the scope this route needs",
+    403: "The token's scope does not reach this route; the message names the scope it needs",
     404: "Unknown scenario, record or release",
     409: "Conflict: the same id with other content, a release that cannot be restored, a busy or paused learner",
     413: "The body is larger than `reef.max_body_bytes`",
@@ -78,6 +85,7 @@ _CONFLICT_ROUTES = frozenset(
         ("post", "/reef/records/batch"),
         ("post", "/reef/train"),
         ("post", "/reef/scenarios/{scenario}/update"),
+        ("post", "/reef/scenarios/{scenario}/rollout"),
         ("post", "/reef/scenarios/{scenario}/rollback"),
         ("post", "/reef/scenarios/{scenario}/promote"),
     }
@@ -107,18 +115,22 @@ def reef_openapi(app: FastAPI) -> Callable[[], dict[str, Any]]:
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
-            app.openapi_schema = complete_document(generate())
+            evaluation = app.state.settings.evaluation
+            app.openapi_schema = complete_document(generate(), evaluation.allow_api_code, evaluation.checker_modules)
         return app.openapi_schema
 
     return openapi
 
 
-def complete_document(generated: dict[str, Any]) -> dict[str, Any]:
+def complete_document(
+    generated: dict[str, Any], allow_api_code: bool = False, checker_modules: Sequence[str] = ()
+) -> dict[str, Any]:
     """FastAPI's document plus the `/v1/*` routes, auth, the body limit and Reef's error shape."""
     document = copy.deepcopy(generated)
     components = document.setdefault("components", {})
     schemas = components.setdefault("schemas", {})
-    schemas.update(Error=ERROR_SCHEMA, Task=TASK_SCHEMA, **INFERENCE_SCHEMAS, **STREAM_SCHEMAS)
+    schemas.update(Error=ERROR_SCHEMA, Task=task_schema(allow_api_code, checker_modules), **INFERENCE_SCHEMAS)
+    schemas.update(STREAM_SCHEMAS)
     components["securitySchemes"] = {
         "bearer": {"type": "http", "scheme": "bearer", "description": "any of `reef.tokens`; none configured = off"},
         "apiKey": {"type": "apiKey", "in": "header", "name": "x-api-key", "description": "the same token"},
@@ -165,10 +177,13 @@ def _complete_operation(method: str, path: str, operation: dict[str, Any]) -> No
     statuses = []
     if operation.get("parameters") or operation.get("requestBody"):
         statuses.append(400)
-    if is_open_path(path):
+    needed = required_scope(method.upper(), path)
+    operation["x-reef-scope"] = needed.name.lower()
+    if needed is Scope.OPEN:
         operation["security"] = []
     else:
-        statuses.extend((401, 403))
+        statuses += [401, 403] if needed > Scope.EPISODE else [401]
+        operation["description"] = (operation.get("description") or "") + f"\n\nNeeds {scope_words(needed)}."
     if "{" in path or key in _SCENARIO_HEADER_ROUTES or key in _NOT_FOUND_ROUTES:
         statuses.append(404)
     if key in _CONFLICT_ROUTES:

@@ -76,16 +76,28 @@ class ScenarioUpdate(_Body):
         None, description="auto: steps on full batches; manual: only requested steps; hybrid: both"
     )
     paused: StrictBool | None = Field(None, description="true: no learner step starts until resumed")
+    rollout_mode: Literal["immediate", "canary"] | None = Field(
+        None, description="immediate: an accepted release serves at once; canary: it earns its traffic in a rollout"
+    )
 
-    # At least one of the two, not null (the route refuses a body that sets neither).
+    # At least one of them, not null (the route refuses a body that sets none).
     model_config = ConfigDict(
         extra="forbid",
         json_schema_extra={
             "anyOf": [
                 {"required": ["training_mode"], "properties": {"training_mode": {"type": "string"}}},
                 {"required": ["paused"], "properties": {"paused": {"type": "boolean"}}},
+                {"required": ["rollout_mode"], "properties": {"rollout_mode": {"type": "string"}}},
             ]
         },
+    )
+
+
+class RolloutAction(_Body):
+    """`POST /reef/scenarios/{s}/rollout`: end the open rollout now."""
+
+    action: Literal["promote", "rollback"] = Field(
+        ..., description="promote: the canary serves everything; rollback: the incumbent serves everything"
     )
 
 
