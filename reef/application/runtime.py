@@ -18,7 +18,7 @@ from reef.application.search import serving_search
 from reef.application.serving import ServingContexts, release_dir
 from reef.coordination.election import Election, SoleElection
 from reef.coordination.hints import NoHints, ReleaseHints
-from reef.core.errors import BadRequest, Conflict, NotFound
+from reef.core.errors import Conflict, NotFound
 from reef.core.releases import Release, ReleaseOperation
 from reef.core.settings import Settings
 from reef.inference.base import Engine, RequestContext
@@ -188,7 +188,7 @@ class Runtime:
         self.recipe.validate_report(report)
 
     async def archive(self, scenario: str, limit: int) -> dict[str, Any]:
-        """The search archive the serving release carries; BadRequest when the recipe does not search."""
+        """The search archive the serving release carries; NotFound when the recipe does not search."""
         self._require(scenario)
         search, path = await serving_search(self.recipe, self.release_store, scenario)
         return await asyncio.to_thread(search.archive_view, path, limit)
@@ -319,16 +319,14 @@ class Runtime:
 
     # ---- training control ------------------------------------------------------------------------------------
 
-    def _learner(self, scenario: str, field: str = "x-reef-scenario") -> Learner:
+    def _learner(self, scenario: str) -> Learner:
         self._require(scenario)
         learner = self.scenarios.learners.get(scenario)
         if learner is None and self.learns:
             raise self._not_leading(scenario)
         if learner is None:
-            raise BadRequest(
-                f"scenario {scenario!r} has recipe {self.recipe.name}, which does not learn; nothing to control",
-                field=field,
-            )
+            recipe = self.recipe.name
+            raise Conflict(f"scenario {scenario!r} has recipe {recipe}, which does not learn; nothing to control")
         return learner
 
     def _not_leading(self, scenario: str) -> Conflict:
@@ -347,7 +345,7 @@ class Runtime:
     ) -> dict[str, Any]:
         """Set the scenario's training mode, pause or resume its learning, and/or set its rollout mode (stored,
         kept across restarts)."""
-        learner = self._learner(scenario, field="scenario")
+        learner = self._learner(scenario)
         if rollout_mode is not None:
             await self.rollouts.set_mode(scenario, rollout_mode)
         changes = training_mode is not None or paused is not None

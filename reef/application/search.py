@@ -7,7 +7,7 @@ import asyncio
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from reef.core.errors import BadRequest, NotFound
+from reef.core.errors import NotFound
 from reef.learning.base import Recipe
 from reef.releases.base import ReleaseStore
 
@@ -28,7 +28,7 @@ class SearchRecipe(Protocol):
 async def serving_search(recipe: Recipe, releases: ReleaseStore, scenario: str) -> tuple[SearchRecipe, Path]:
     """`recipe` as a search, and the serving release's directory (which holds the archive) of `scenario`."""
     if not isinstance(recipe, SearchRecipe):
-        raise BadRequest(f"recipe {recipe.name!r} keeps no search archive (use tttd)", field="scenario")
+        raise NotFound(f"recipe {recipe.name!r} keeps no search archive (use tttd)")
     head = await asyncio.to_thread(releases.head, scenario)
     if head is None:
         raise NotFound(f"scenario {scenario!r} has no release")

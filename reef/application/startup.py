@@ -17,6 +17,7 @@ from __future__ import annotations
 from reef.application import capability
 from reef.application.config import ConfigError
 from reef.application.exposure import check_exposure
+from reef.application.extras import check_extras
 from reef.application.rollout import check_rollout
 from reef.core.errors import BadRequest
 from reef.core.settings import Settings
@@ -39,12 +40,6 @@ def check_recipe_config(settings: Settings) -> None:
         parse_recipe_config(recipe_class(settings.learning.recipe).config_model, settings.learning.recipe_config)
     except BadRequest as exc:
         raise _refusal(exc) from None
-
-
-def check_extras(settings: Settings) -> None:
-    """Where a refusal belongs when a setting needs an optional dependency that is not installed (the `ray`
-    backend without Ray, a local engine without torch): raise `ConfigError` naming the setting and the extra
-    to install. Nothing is checked here yet."""
 
 
 def check_engine_capability(settings: Settings) -> None:

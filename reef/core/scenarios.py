@@ -6,8 +6,9 @@ import enum
 import re
 
 from reef.core.errors import BadRequest
+from reef.core.identifiers import SCENARIO_NAME_PATTERN
 
-_SCENARIO_NAME = re.compile(r"[A-Za-z0-9._:-]{1,128}")
+_SCENARIO_NAME = re.compile(SCENARIO_NAME_PATTERN)
 
 
 def validate_scenario_name(name: str | None, field: str = "x-reef-scenario") -> str:

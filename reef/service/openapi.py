@@ -12,12 +12,16 @@ docs/reference/http-api.md is the reader's version; tests/service/test_api_docum
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from fastapi import FastAPI
 
-from reef.service.openapi_inference import INFERENCE_SCHEMAS, SCENARIO_HEADER, inference_paths
+from reef.core.identifiers import SCENARIO_NAME_PATTERN
+from reef.harness.catalog import adapter_names
+from reef.service.openapi_harness import PROPOSAL_SCHEMA
+from reef.service.openapi_inference import INFERENCE_SCHEMAS, SCENARIO_HEADER, STREAM_SCHEMAS, inference_paths
+from reef.service.openapi_tasks import task_schema
 from reef.service.scopes import Scope, required_scope, scope_words
 
 _Schema = dict[str, Any]
@@ -67,16 +71,21 @@ _SCENARIO_HEADER_ROUTES = frozenset(
         ("post", "/reef/train"),
         ("get", "/reef/harness"),
         ("get", "/reef/harness/releases"),
+        ("get", "/reef/harness/versions"),
         ("get", "/reef/harness/install"),
         ("post", "/reef/harness/proposals"),
     }
 )
+# Routes without a scenario in their path or header that still answer 404 (a release id that names no release).
+_NOT_FOUND_ROUTES = frozenset({("post", "/reef/scenarios")})
 _CONFLICT_ROUTES = frozenset(
     {
         ("post", "/reef/report"),
         ("post", "/reef/records"),
         ("post", "/reef/records/batch"),
         ("post", "/reef/train"),
+        ("post", "/reef/scenarios/{scenario}/update"),
+        ("post", "/reef/scenarios/{scenario}/rollout"),
         ("post", "/reef/scenarios/{scenario}/rollback"),
         ("post", "/reef/scenarios/{scenario}/promote"),
     }
@@ -96,50 +105,7 @@ _RAW_BODIES: dict[tuple[str, str], dict[str, Any]] = {
         },
         "application/x-ndjson": {"schema": {"type": "string", "description": "one task (a JSON object) per line"}},
     },
-    ("post", "/reef/harness/proposals"): {
-        "application/json": {
-            "schema": {
-                "type": "object",
-                "required": ["mutations"],
-                "additionalProperties": False,
-                "properties": {
-                    "mutations": {
-                        "type": "array",
-                        "minItems": 1,
-                        "items": {
-                            "type": "object",
-                            "required": ["op"],
-                            "properties": {
-                                "op": {"enum": ["create", "update", "remove"]},
-                                "id": {"type": "string", "description": "the node to update or remove"},
-                                "node": {"type": "object", "description": "create: the new node"},
-                                "after": {"type": "string", "description": "create: the node it follows"},
-                                "config": {"type": "object", "description": "update: merged into the node's config"},
-                            },
-                        },
-                    },
-                    "reason": {"type": "string"},
-                },
-            }
-        }
-    },
-}
-TASK_SCHEMA: _Schema = {
-    "type": "object",
-    "description": "a gate task: `prompt` or `messages`, a `checker` and what it checks against",
-    "properties": {
-        "id": {"type": "string"},
-        "prompt": {"type": "string"},
-        "messages": {"type": "array", "minItems": 1, "items": {"type": "object"}},
-        "checker": {
-            "type": "string",
-            "default": "exact",
-            "description": "exact, contains, regex, numeric, f1 or package.module:function",
-        },
-        "answer": {},
-        "pattern": {"type": "string", "description": "regex checker"},
-        "max_tokens": {"type": "integer", "minimum": 1},
-    },
+    ("post", "/reef/harness/proposals"): {"application/json": {"schema": PROPOSAL_SCHEMA}},
 }
 
 
@@ -149,18 +115,22 @@ def reef_openapi(app: FastAPI) -> Callable[[], dict[str, Any]]:
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
-            app.openapi_schema = complete_document(generate())
+            evaluation = app.state.settings.evaluation
+            app.openapi_schema = complete_document(generate(), evaluation.allow_api_code, evaluation.checker_modules)
         return app.openapi_schema
 
     return openapi
 
 
-def complete_document(generated: dict[str, Any]) -> dict[str, Any]:
+def complete_document(
+    generated: dict[str, Any], allow_api_code: bool = False, checker_modules: Sequence[str] = ()
+) -> dict[str, Any]:
     """FastAPI's document plus the `/v1/*` routes, auth, the body limit and Reef's error shape."""
     document = copy.deepcopy(generated)
     components = document.setdefault("components", {})
     schemas = components.setdefault("schemas", {})
-    schemas.update(Error=ERROR_SCHEMA, Task=TASK_SCHEMA, **INFERENCE_SCHEMAS)
+    schemas.update(Error=ERROR_SCHEMA, Task=task_schema(allow_api_code, checker_modules), **INFERENCE_SCHEMAS)
+    schemas.update(STREAM_SCHEMAS)
     components["securitySchemes"] = {
         "bearer": {"type": "http", "scheme": "bearer", "description": "any of `reef.tokens`; none configured = off"},
         "apiKey": {"type": "apiKey", "in": "header", "name": "x-api-key", "description": "the same token"},
@@ -185,10 +155,21 @@ def _errors(*statuses: int) -> dict[str, Any]:
     }
 
 
+def _adapter_schema(declared: dict[str, Any]) -> dict[str, Any]:
+    """The `adapter` query parameter: one of the shipped adapters (null where the route has a default)."""
+    names = {"enum": adapter_names()}
+    return {"anyOf": [names, {"type": "null"}]} if "anyOf" in declared else names
+
+
 def _complete_operation(method: str, path: str, operation: dict[str, Any]) -> None:
     responses = operation.setdefault("responses", {})
     responses.pop("422", None)  # validation errors are answered as 400 with the Error shape
     key = (method, path)
+    for parameter in operation.get("parameters", []):
+        if parameter.get("in") == "path" and parameter.get("name") == "scenario":  # checked by the route itself
+            parameter["schema"] = {"type": "string", "pattern": SCENARIO_NAME_PATTERN, "title": "Scenario"}
+        if parameter.get("in") == "query" and parameter.get("name") == "adapter":  # checked by load_adapter
+            parameter["schema"] = _adapter_schema(parameter["schema"])
     if key in _SCENARIO_HEADER_ROUTES:
         operation.setdefault("parameters", []).append(SCENARIO_HEADER)
     if key in _RAW_BODIES:
@@ -203,7 +184,7 @@ def _complete_operation(method: str, path: str, operation: dict[str, Any]) -> No
     else:
         statuses += [401, 403] if needed > Scope.EPISODE else [401]
         operation["description"] = (operation.get("description") or "") + f"\n\nNeeds {scope_words(needed)}."
-    if "{" in path or key in _SCENARIO_HEADER_ROUTES:
+    if "{" in path or key in _SCENARIO_HEADER_ROUTES or key in _NOT_FOUND_ROUTES:
         statuses.append(404)
     if key in _CONFLICT_ROUTES:
         statuses.append(409)

@@ -165,6 +165,71 @@ INFERENCE_SCHEMAS: dict[str, _Schema] = {
     },
 }
 
+
+def _ref(name: str) -> _Schema:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def _event(name: _Schema, data: _Schema, description: str) -> _Schema:
+    """One server-sent event as a client parses it: `event` (`message` when the frame names none) and `data`."""
+    return {
+        "type": "object",
+        "required": ["data"],
+        "description": description,
+        "properties": {"event": name, "data": data, "id": _STRING, "retry": {"type": "integer", "minimum": 0}},
+    }
+
+
+def _json_text(schema: str) -> _Schema:
+    """An event's `data`: JSON text whose decoded value is the named schema."""
+    return {"type": "string", "contentMediaType": "application/json", "contentSchema": _ref(schema)}
+
+
+_RECEIPT = _object({"agent_record_id": _STRING}, ("agent_record_id",), description="Reef's receipt, in-band")
+STREAM_SCHEMAS: dict[str, _Schema] = {
+    "ChatCompletionChunk": _object(
+        {"id": _STRING, "object": {"const": "chat.completion.chunk"}, "choices": {"type": "array"}, "reef": _RECEIPT},
+        description="one chunk of a Chat Completions stream; the receipt chunk has no choices and carries `reef`",
+    ),
+    "ResponsesStreamEvent": _object(
+        {"type": _STRING, "sequence_number": {"type": "integer"}, "response": _OBJECT, "reef": _RECEIPT},
+        ("type",),
+        description="one Responses event; `reef` is added to the terminal `response.completed` / "
+        "`response.incomplete` / `response.failed` event",
+    ),
+    "MessagesStreamEvent": _object(
+        {"type": _STRING, "message": _OBJECT, "delta": _OBJECT, "reef": _RECEIPT},
+        ("type",),
+        description="one Anthropic Messages event; `reef` is added to `message_stop`",
+    ),
+}
+_MESSAGES_EVENTS = [
+    "message_start",
+    "content_block_start",
+    "content_block_delta",
+    "content_block_stop",
+    "message_delta",
+    "message_stop",
+    "ping",
+    "error",
+]
+# The event each streaming route sends, as `text/event-stream`'s schema (one event; Open API 3.2's `itemSchema`).
+_STREAM_EVENTS: dict[str, _Schema] = {
+    "/v1/chat/completions": _event(
+        {"const": "message", "description": "the frames name no event"},
+        {"anyOf": [_json_text("ChatCompletionChunk"), {"const": "[DONE]"}]},
+        "a chunk, then the receipt chunk, then `data: [DONE]`",
+    ),
+    "/v1/responses": _event(
+        {"type": "string", "pattern": r"^(response\.[a-z_.]+|error)$", "examples": ["response.output_text.delta"]},
+        _json_text("ResponsesStreamEvent"),
+        "a Responses event named by `event` and by its `type`",
+    ),
+    "/v1/messages": _event(
+        {"enum": _MESSAGES_EVENTS}, _json_text("MessagesStreamEvent"), "an Anthropic event named by `event`"
+    ),
+}
+
 # (method, path, request schema, answer schema, summary, the receipt frame of a stream; None: not recorded)
 _INFERENCE_ROUTES: list[tuple[str, str, str | None, str | None, str, str | None]] = [
     (
@@ -231,15 +296,11 @@ def _inference_operation(
             f" With `stream: true` the answer is server-sent events; the receipt is {receipt_frame}."
         )
         ok["headers"] = {"x-reef-agent-record-id": _RECEIPT_HEADER, "x-reef-release-id": _SERVED_BY_HEADER}
-        ok["content"]["text/event-stream"] = {"schema": {"type": "string", "description": f"receipt: {receipt_frame}"}}
+        ok["content"]["text/event-stream"] = {"schema": _STREAM_EVENTS[path]}
     operation["parameters"] = [SCENARIO_HEADER, *_RELEASE_HEADERS]
     operation["requestBody"] = {"required": True, "content": {"application/json": {"schema": _ref(request)}}}
     operation["responses"].update(errors(400, 401, 404, 413, 502, 503, 504))
     return operation
-
-
-def _ref(name: str) -> _Schema:
-    return {"$ref": f"#/components/schemas/{name}"}
 
 
 def inference_paths(errors: Errors) -> dict[str, dict[str, Any]]:

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import math
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator
 
-_ID_PATTERN = r"^[A-Za-z0-9._:-]{1,200}$"
+from reef.core.identifiers import RECORD_ID_PATTERN, RELEASE_ID_PATTERN, SCENARIO_NAME_PATTERN
 
 
 class _Body(BaseModel):
@@ -19,9 +19,11 @@ class ReportBody(_Body):
 
     score: float | None = Field(None, description="finite number; booleans are refused")
     feedback: str | dict[str, Any] | None = Field(None, description="opaque to the core; recipes read it")
-    references: list[str] | None = Field(None, description="receipts of inference records of the same scenario")
+    references: list[Annotated[str, Field(pattern=RECORD_ID_PATTERN)]] | None = Field(
+        None, description="receipts of inference records of the same scenario", json_schema_extra={"uniqueItems": True}
+    )
     metadata: dict[str, Any] | None = Field(None, description="recipe-specific fields")
-    agent_record_id: str | None = Field(None, pattern=_ID_PATTERN, description="the report's own id (retries)")
+    agent_record_id: str | None = Field(None, pattern=RECORD_ID_PATTERN, description="the report's own id (retries)")
 
     @field_validator("score", mode="before")
     @classmethod
@@ -49,7 +51,7 @@ class ReportBody(_Body):
 class RecordImport(_Body):
     """One record imported without calling a model."""
 
-    agent_record_id: str | None = Field(None, pattern=_ID_PATTERN)
+    agent_record_id: str | None = Field(None, pattern=RECORD_ID_PATTERN)
     request_type: Literal["inference", "report"]
     payload: dict[str, Any]
 
@@ -59,12 +61,12 @@ class RecordImportBatch(_Body):
 
 
 class ScenarioCreate(_Body):
-    name: str = Field(..., pattern=r"^[A-Za-z0-9._:-]{1,128}$")
-    release_id: str | None = None
+    name: str = Field(..., pattern=SCENARIO_NAME_PATTERN)
+    release_id: str | None = Field(None, pattern=RELEASE_ID_PATTERN, description="start from this release")
 
 
 class ReleaseChoice(_Body):
-    release_id: str = Field(..., min_length=1, max_length=200)
+    release_id: str = Field(..., pattern=RELEASE_ID_PATTERN)
 
 
 class ScenarioUpdate(_Body):
@@ -76,6 +78,18 @@ class ScenarioUpdate(_Body):
     paused: StrictBool | None = Field(None, description="true: no learner step starts until resumed")
     rollout_mode: Literal["immediate", "canary"] | None = Field(
         None, description="immediate: an accepted release serves at once; canary: it earns its traffic in a rollout"
+    )
+
+    # At least one of them, not null (the route refuses a body that sets none).
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "anyOf": [
+                {"required": ["training_mode"], "properties": {"training_mode": {"type": "string"}}},
+                {"required": ["paused"], "properties": {"paused": {"type": "boolean"}}},
+                {"required": ["rollout_mode"], "properties": {"rollout_mode": {"type": "string"}}},
+            ]
+        },
     )
 
 
@@ -91,4 +105,4 @@ class TrainRequest(_Body):
     """`POST /reef/train`: ask for one learner step now."""
 
     text: str | None = Field(None, min_length=1, max_length=65536, description="an instruction handed to the recipe")
-    release_id: str | None = Field(None, min_length=1, max_length=200, description="train from this release")
+    release_id: str | None = Field(None, pattern=RELEASE_ID_PATTERN, description="train from this release")

@@ -30,8 +30,10 @@ class ReefProcess:
         port: int | None = None,
         env: dict[str, str] | None = None,
         cwd: Path | None = None,
+        python: str | None = None,
     ):
         self.state_dir = state_dir
+        self.python = python or sys.executable  # another environment's interpreter runs the `reef` installed there
         self.cwd = cwd  # where `python -m reef.cli.main` runs: a checkout there is the `reef` it imports
         self.flags = list(flags)
         self.port = port or free_port()
@@ -43,7 +45,7 @@ class ReefProcess:
     def start(self, timeout_s: float = 120.0) -> ReefProcess:
         self.state_dir.mkdir(parents=True, exist_ok=True)
         command = [
-            sys.executable,
+            self.python,
             "-m",
             "reef.cli.main",
             "serve",

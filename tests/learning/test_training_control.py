@@ -165,9 +165,9 @@ async def test_a_recipe_that_does_not_learn_has_nothing_to_control(tmp_path):
     from reef.recipes.basic import BasicRecipe
 
     world = await started(make_world(tmp_path, BasicRecipe))
-    with pytest.raises(BadRequest, match="does not learn"):
+    with pytest.raises(Conflict, match="does not learn"):
         await world.runtime.request_step("math")
-    with pytest.raises(BadRequest, match="does not learn"):
+    with pytest.raises(Conflict, match="does not learn"):
         await world.runtime.update_control("math", training_mode="manual")
     assert world.runtime.contract("math")["learns"] is False
     await world.runtime.stop()

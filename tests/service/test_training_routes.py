@@ -151,9 +151,9 @@ def test_a_scenario_that_does_not_learn_refuses_training_control_naming_it(
     with ReefProcess(tmp_path, *flags) as basic, httpx.Client(base_url=basic.url, timeout=30) as client:
         assert client.post("/reef/scenarios", json={"name": "plain"}).status_code == 201
         refused = client.post("/reef/train", json={"text": "learn"}, headers={"x-reef-scenario": "plain"})
-        assert refused.status_code == 400
+        assert refused.status_code == 409
         assert "basic" in _error(refused)["message"] and "plain" in _error(refused)["message"]
         update = client.post("/reef/scenarios/plain/update", json={"training_mode": "manual"})
-        assert update.status_code == 400 and "does not learn" in _error(update)["message"]
+        assert update.status_code == 409 and "does not learn" in _error(update)["message"]
         contract = client.get("/reef/scenarios/plain/contract").json()
         assert (contract["recipe"], contract["learns"], contract["training_mode"]) == ("basic", False, None)

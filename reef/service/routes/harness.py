@@ -4,12 +4,14 @@ proposals."""
 from __future__ import annotations
 
 import asyncio
+import re
 from typing import Any
 
 from fastapi import APIRouter, Query, Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 
 from reef.core.errors import BadRequest, Forbidden, NotFound
+from reef.core.identifiers import RELEASE_ID_PATTERN
 from reef.core.releases import Release
 from reef.harness.catalog import adapter_names, load_adapter
 from reef.harness.install import install_script
@@ -25,13 +27,24 @@ from reef.service.state import runtime_of, state_of
 router = APIRouter(tags=["harness"])
 
 
-async def _release(request: Request, scenario: str, release_id: str | None) -> Release:
+class ShellScript(PlainTextResponse):
+    """A POSIX sh script (the installer), as the API document names its type."""
+
+    media_type = "text/x-shellscript"
+
+
+def _harness_scenario(request: Request, scenario: str) -> None:
+    """404 unless the recipe evolves a harness and `scenario` exists."""
     runtime = runtime_of(request)
     if runtime.recipe.surface != "harness":
         raise NotFound(f"the recipe {runtime.recipe.name!r} does not evolve a harness")
     if not runtime.known_scenario(scenario):
         raise NotFound(f"unknown scenario {scenario!r}")
-    store = runtime.release_store
+
+
+async def _release(request: Request, scenario: str, release_id: str | None) -> Release:
+    _harness_scenario(request, scenario)
+    store = runtime_of(request).release_store
     if release_id:
         release = await asyncio.to_thread(store.get, scenario, release_id)
         # A pending release may hold model-written code nobody reviewed yet: only an admin (the reviewer) sees it.
@@ -47,11 +60,14 @@ async def _release(request: Request, scenario: str, release_id: str | None) -> R
 @router.get("/reef/harness", summary="The serving (or a given) release's harness files")
 async def get_harness(
     request: Request,
-    release_id: str | None = Query(None),
-    version: str | None = Query(None, description="the reference client's name for release_id"),
+    release_id: str | None = Query(None, pattern=RELEASE_ID_PATTERN),
+    version: str | None = Query(
+        None, pattern=RELEASE_ID_PATTERN, description="the reference client's name for release_id"
+    ),
     adapter: str | None = Query(None, description="default: harness.default_adapter"),
 ) -> Response:
     scenario = scenario_of(request)
+    _harness_scenario(request, scenario)  # before the query's own checks: without a harness there is nothing to ask
     if release_id and version and release_id != version:
         raise BadRequest("give release_id or version, not two different ones", field="version")
     adapter = adapter or state_of(request).settings.harness.default_adapter
@@ -87,8 +103,15 @@ async def list_adapters() -> dict[str, Any]:
     return {"adapters": [load_adapter(name).to_json() for name in adapter_names()]}
 
 
-@router.get("/reef/harness/install", summary="A POSIX sh installer for the serving harness")
-async def install(request: Request, adapter: str = Query(...), release_id: str | None = Query(None)) -> Response:
+@router.get(
+    "/reef/harness/install",
+    summary="A POSIX sh installer for the serving harness",
+    response_class=ShellScript,
+    responses={200: {"description": "the script"}},
+)
+async def install(
+    request: Request, adapter: str = Query(...), release_id: str | None = Query(None, pattern=RELEASE_ID_PATTERN)
+) -> Response:
     scenario = scenario_of(request)
     chosen = load_adapter(adapter)
     release = await _release(request, scenario, release_id)
@@ -102,10 +125,12 @@ async def install(request: Request, adapter: str = Query(...), release_id: str |
         base_url=str(request.base_url).rstrip("/"),
         model=_served_model(request),
     )
-    return PlainTextResponse(script, media_type="text/x-shellscript", headers={"x-reef-release-id": release.release_id})
+    return ShellScript(script, headers={"x-reef-release-id": release.release_id})
 
 
-@router.post("/reef/harness/proposals", summary="Queue an agent's own proposal for the next evolution step")
+@router.post(
+    "/reef/harness/proposals", status_code=202, summary="Queue an agent's own proposal for the next evolution step"
+)
 async def propose(request: Request) -> Response:
     scenario = scenario_of(request)
     body = await json_object(request)
@@ -117,7 +142,7 @@ async def propose(request: Request) -> Response:
             raise NotFound(f"unknown scenario {scenario!r} (implicit creation is off; POST /reef/scenarios first)")
         await runtime.ensure_scenario(scenario)
     against = body.get("release_id")
-    if against is not None and not isinstance(against, str):
+    if against is not None and not (isinstance(against, str) and re.fullmatch(RELEASE_ID_PATTERN, against)):
         raise BadRequest("must be a release id", field="release_id")
     store = runtime.release_store
     head = (

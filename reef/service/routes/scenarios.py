@@ -7,10 +7,11 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import orjson
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Path, Query, Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from reef.core.errors import NotFound
+from reef.core.identifiers import RECORD_ID_PATTERN, RELEASE_ID_PATTERN
 from reef.core.records import RequestType
 from reef.core.scenarios import validate_scenario_name
 from reef.service.deps import existing_scenario, live_scenario
@@ -20,8 +21,6 @@ from reef.storage.base import RecordStore
 
 router = APIRouter(tags=["scenarios"])
 
-# What a record or release id may look like in a query (the import routes' id rule).
-_ID_PATTERN = r"^[A-Za-z0-9._:-]{1,200}$"
 # Sequences and steps are 64-bit integers in the store: a larger cursor is a 400, not an overflow.
 _MAX_SEQUENCE = 2**63 - 1
 # An export page: at most this many records, ending early once their bodies reach this many bytes.
@@ -37,7 +36,12 @@ async def list_scenarios(request: Request) -> dict[str, Any]:
     }
 
 
-@router.post("/reef/scenarios", summary="Create a scenario (201) or confirm it exists (200)")
+@router.post(
+    "/reef/scenarios",
+    summary="Create a scenario (201) or confirm it exists (200)",
+    status_code=201,
+    responses={200: {"description": "The scenario already existed"}},
+)
 async def create_scenario(request: Request, body: ScenarioCreate) -> Response:
     info, created = await runtime_of(request).ensure_scenario(body.name, body.release_id)
     content = {"name": info.name, "recipe": info.recipe, "created_at": info.created_at, "created": created}
@@ -58,7 +62,7 @@ async def page_records(
     after_sequence: int = Query(0, ge=0, le=_MAX_SEQUENCE),
     limit: int = Query(100, ge=1, le=1000),
     request_type: RequestType | None = Query(None, description="only inferences or only reports"),
-    release_id: str | None = Query(None, pattern=_ID_PATTERN, description="only inferences this release served"),
+    release_id: str | None = Query(None, pattern=RELEASE_ID_PATTERN, description="only inferences this release served"),
 ) -> dict[str, Any]:
     existing_scenario(request, scenario)
     # One more than asked says whether another record follows: the cursor is null exactly at the end.
@@ -118,7 +122,9 @@ async def _envelope_lines(store: RecordStore, scenario: str, last_sequence: int)
 
 
 @router.get("/reef/scenarios/{scenario}/records/{agent_record_id}", summary="One record with its payload")
-async def get_record(request: Request, scenario: str, agent_record_id: str) -> dict[str, Any]:
+async def get_record(
+    request: Request, scenario: str, agent_record_id: str = Path(..., pattern=RECORD_ID_PATTERN)
+) -> dict[str, Any]:
     existing_scenario(request, scenario)
     store = state_of(request).records
     record = store.get(agent_record_id)
@@ -130,7 +136,9 @@ async def get_record(request: Request, scenario: str, agent_record_id: str) -> d
     return found
 
 
-@router.post("/reef/scenarios/{scenario}/tasks", summary="Add gate tasks (a JSON body {tasks: [...]} or JSONL)")
+@router.post(
+    "/reef/scenarios/{scenario}/tasks", status_code=201, summary="Add gate tasks (a JSON body {tasks: [...]} or JSONL)"
+)
 async def add_tasks(request: Request, scenario: str) -> Response:
     await live_scenario(state_of(request), validate_scenario_name(scenario, field="scenario"))
     added = await runtime_of(request).add_tasks(scenario, await request.body())
@@ -177,7 +185,9 @@ async def commits(
     scenario: str,
     after_step: int = Query(-1, ge=-1, le=_MAX_SEQUENCE),
     limit: int = Query(100, ge=1, le=1000),
-    record_id: str | None = Query(None, pattern=_ID_PATTERN, description="only the step(s) that consumed this record"),
+    record_id: str | None = Query(
+        None, pattern=RECORD_ID_PATTERN, description="only the step(s) that consumed this record"
+    ),
 ) -> dict[str, Any]:
     existing_scenario(request, scenario)
     return {"commits": runtime_of(request).commits(scenario, after_step, limit, record_id=record_id)}
