@@ -23,6 +23,7 @@ from reef.service.openapi_harness import PROPOSAL_SCHEMA
 from reef.service.openapi_inference import INFERENCE_SCHEMAS, SCENARIO_HEADER, STREAM_SCHEMAS, inference_paths
 from reef.service.openapi_tasks import task_schema
 from reef.service.scopes import Scope, required_scope, scope_words
+from reef.service.state import ServiceState
 
 _Schema = dict[str, Any]
 
@@ -115,7 +116,8 @@ def reef_openapi(app: FastAPI) -> Callable[[], dict[str, Any]]:
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
-            evaluation = app.state.settings.evaluation
+            state: ServiceState = app.state.reef
+            evaluation = state.settings.evaluation
             app.openapi_schema = complete_document(generate(), evaluation.allow_api_code, evaluation.checker_modules)
         return app.openapi_schema
 
