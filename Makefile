@@ -6,7 +6,7 @@ PI_VERSION ?= 0.73.1
 
 LLAMA_CPP_PYTHON ?= 0.3.36
 
-.PHONY: setup setup-llamacpp system-deps test lint demo serve bench clean
+.PHONY: setup setup-llamacpp system-deps test test-fast lint demo serve bench clean
 
 setup: $(VENV)/.installed
 
@@ -43,8 +43,13 @@ system-deps:
 	  npm install -g --silent @mariozechner/pi-coding-agent@$(PI_VERSION) >/dev/null 2>&1 || echo "pi agent not installed: its tests will be skipped"; \
 	fi
 
+# Every tier: the fast one, the real model (`model`) and whatever starts a server, browser, Ray or agent (`e2e`).
 test: setup setup-llamacpp system-deps
 	$(PY) -m pytest -q -p no:cacheprovider
+
+# No model, no llama.cpp build, no server process: the tier to run while working (docs/developer/testing.md).
+test-fast: setup
+	$(PY) -m pytest -q -p no:cacheprovider -m "not model and not e2e"
 
 lint: setup
 	$(VENV)/bin/ruff check reef tests benchmarks scripts

@@ -16,6 +16,8 @@ import pytest
 from tests.fakes.reef_process import ReefProcess
 from tests.fakes.upstream import FakeUpstream
 
+pytestmark = pytest.mark.e2e
+
 A, B = "audit-a", "audit-b"
 
 

@@ -15,6 +15,8 @@ import pytest
 
 from tests.fakes.reef_process import ReefProcess
 
+pytestmark = pytest.mark.e2e
+
 
 def test_fuzzing_the_documented_routes_finds_no_5xx(reef: ReefProcess, tmp_path: Path) -> None:
     st = shutil.which("st") or str(Path(sys.executable).parent / "st")
