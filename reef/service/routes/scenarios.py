@@ -120,8 +120,8 @@ async def _envelope_lines(store: RecordStore, scenario: str, last_sequence: int)
 async def get_record(request: Request, scenario: str, agent_record_id: str) -> dict[str, Any]:
     existing_scenario(request, scenario)
     store = request.app.state.records
-    record = store.get(agent_record_id)
-    if record is None or record.scenario != scenario:
+    record = store.get(scenario, agent_record_id)
+    if record is None:
         raise NotFound(f"no record {agent_record_id!r} in scenario {scenario!r}")
     found = {**record.summary(), "payload": record.payload}
     if record.request_type == "inference":
