@@ -29,7 +29,7 @@ from reef.storage.sql import open_record_store
 from tests.fakes.dict_engine import DictEngine
 from tests.service.test_fuzz_v1 import BODIES
 
-DOC = Path(__file__).resolve().parents[2] / "docs" / "http-api.md"
+DOC = Path(__file__).resolve().parents[2] / "docs" / "reference" / "http-api.md"
 # A route's section: a heading naming it in code, e.g. "### `GET /reef/scenarios/{scenario}/records`".
 _HEADING = re.compile(r"^#{2,4} .*$", re.MULTILINE)
 _ROUTE_IN_HEADING = re.compile(r"`(GET|POST|PUT|PATCH|DELETE) (/[^`\s]*)`")

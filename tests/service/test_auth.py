@@ -53,6 +53,7 @@ def test_health_needs_no_token_and_tokens_never_reach_the_log(guarded: ReefProce
     assert TOKEN not in guarded.output()
 
 
+@pytest.mark.e2e  # runs `reef serve` (which refuses to start)
 def test_print_config_masks_secrets(tmp_path) -> None:
     import subprocess
     import sys
@@ -77,6 +78,7 @@ def test_print_config_masks_secrets(tmp_path) -> None:
     assert "reef.token" in out and "flag" in out
 
 
+@pytest.mark.e2e  # runs `reef serve` (which refuses to start)
 def test_a_bad_setting_exits_2_naming_the_key() -> None:
     import subprocess
     import sys
