@@ -48,8 +48,9 @@ test: setup setup-llamacpp system-deps
 	$(PY) -m pytest -q -p no:cacheprovider
 
 # No model, no llama.cpp build, no server process: the tier to run while working (docs/developer/testing.md).
+# One pytest worker per core (pytest-xdist): these tests share no server, port or schema.
 test-fast: setup
-	$(PY) -m pytest -q -p no:cacheprovider -m "not model and not e2e"
+	$(PY) -m pytest -q -p no:cacheprovider -n auto -m "not model and not e2e"
 
 lint: setup
 	$(VENV)/bin/ruff check reef tests benchmarks scripts
