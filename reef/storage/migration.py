@@ -25,16 +25,14 @@ _ASIDE = "_before_per_scenario_ids"
 
 def migrate(conn: sa.Connection) -> None:
     """Migrate an older store in `conn`'s open transaction; a store already current (or new) is left alone."""
-    if conn.dialect.name == "postgresql" and _has_table(conn, records.name):
+    if not any(_keyed_by_id_alone(conn, table) for table in (records, citations)):
+        return
+    if conn.dialect.name == "postgresql":
         # Replicas opening at once: the first migrates, the others wait here and then find the store current.
         conn.exec_driver_sql(f"LOCK TABLE {records.name} IN ACCESS EXCLUSIVE MODE")
     for table in (records, citations):
-        if _keyed_by_id_alone(conn, table):
+        if _keyed_by_id_alone(conn, table):  # looked at again: another replica may have migrated meanwhile
             _rebuild(conn, table)
-
-
-def _has_table(conn: sa.Connection, name: str) -> bool:
-    return sa.inspect(conn).has_table(name)
 
 
 def _keyed_by_id_alone(conn: sa.Connection, table: sa.Table) -> bool:
