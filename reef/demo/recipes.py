@@ -118,7 +118,8 @@ PROFILES: dict[str, RecipeProfile] = {
     # Greedy rollouts like sft; the report's demonstration reaches the (frozen, base) teacher, not the loss. At 1e-3
     # float32 serving (CPUs without native bfloat16) learnt phase two so far that phase one lost a third; 5e-4 kept it.
     # The gate scores how likely each side is to say exactly the known answer (what a demonstration teaches), which
-    # rises step by step where 14 exact scores move by whole tasks or not at all (README: retention met more often).
+    # rises step by step where 14 exact scores move by whole tasks or not at all (retention met more often;
+    # docs/results/).
     "sdft": RecipeProfile(
         "sdft", prompts_per_round=8, samples_per_prompt=1, temperature=0.0, max_tokens=8,
         learning_rate=5e-4, epochs=2, batch_size=8, recipe_config=SHOWN_FOUR_TIMES, gate_scoring="likelihood",
@@ -195,6 +196,17 @@ def task_count_flag(text: str) -> int:
         raise argparse.ArgumentTypeError(f"a whole number is needed, not {text!r}") from None
     if not 1 <= value <= 200:
         raise argparse.ArgumentTypeError(f"from 1 to 200 tasks, not {value}")
+    return value
+
+
+def seed_count_flag(text: str) -> int:
+    """`--seeds`' value: a whole number from 1 to 20."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"a whole number is needed, not {text!r}") from None
+    if not 1 <= value <= 20:
+        raise argparse.ArgumentTypeError(f"from 1 to 20 seeds, not {value}")
     return value
 
 

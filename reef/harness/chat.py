@@ -1,8 +1,8 @@
 """The `chat` adapter at serving time: a release's harness as a plain chat agent's system prompt and example turns.
 
 Memory items that are worked examples (`Q: <question>\\nA: <answer>`) become earlier user/assistant turns before the
-conversation (a small model imitates solved turns far better than examples described in its system prompt: 0.00 →
-0.40 exact for SmolLM2 with 8 of them, MEASURED.md); every other node renders into the system prompt.
+conversation (a small model imitates solved turns far better than examples described in its system prompt; see
+docs/results/2026-12-05-harness-methods.md); every other node renders into the system prompt.
 """
 
 from __future__ import annotations

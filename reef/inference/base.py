@@ -10,8 +10,9 @@ import abc
 import dataclasses
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
+from reef.core.capabilities import Capability
 from reef.core.releases import Release
 from reef.core.scenarios import Dialect
 
@@ -102,6 +103,8 @@ class Engine(abc.ABC):
 
     # Whether `score` works here (a learning gate holds rollouts back for ranking only when it does).
     scores_completions: bool = False
+    # What this engine supplies to recipes (`reef.core.capabilities`); `reef serve` checks it before loading.
+    supplies: ClassVar[frozenset[Capability]] = frozenset()
 
     @abc.abstractmethod
     async def start(self) -> None:

@@ -1,4 +1,5 @@
-"""Contracts of the learning layer (DESIGN.md): Processor, Recipe, TrainingBackend, Evaluator, Selector."""
+"""The learning layer's contracts (docs/developer/architecture.md): Processor, Recipe, TrainingBackend, Evaluator,
+Selector."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
+from reef.core.capabilities import Capability
 from reef.core.records import Record
 from reef.core.settings import Settings
 from reef.training.jobfile import TrainingJob, TrainingResult
@@ -30,6 +32,12 @@ class Batch:
 
 class Processor(abc.ABC):
     """Turns a scenario's records into training batches; pure, fast, no I/O."""
+
+    def skipped_counts(self) -> dict[str, int]:
+        """How many reports (or turns) it could not learn from, by reason (`no_training_capture`, …), since start;
+        `/reef/status` shows them per scenario so that a path that cannot learn is never silent."""
+        counts = getattr(self, "skipped", None)
+        return {str(reason): int(n) for reason, n in sorted(counts.items())} if counts else {}
 
     @abc.abstractmethod
     def ingest(self, record: Record) -> None:
@@ -87,6 +95,9 @@ class FeedbackSource(abc.ABC):
     def status(self) -> dict[str, Any]:
         """What `/reef/status` shows of it."""
 
+    def meter(self, on_usage: Callable[[Any], None]) -> None:  # noqa: B027 - only an endpoint judge spends tokens
+        """Hand each upstream answer's `usage` to `on_usage` (the learner's upstream budget counts it)."""
+
 
 class TrainingBackend(abc.ABC):
     """Runs one training job outside the server process (`local` subprocess or `ray` task)."""
@@ -104,6 +115,11 @@ class Evaluator(abc.ABC):
         self, scenario: str, candidate_path: Path | None, current_release_id: str | None
     ) -> tuple[list[float], list[float]]:
         """(candidate scores, current scores): same tasks, same sampling, interleaved."""
+
+    def blocker(self) -> str | None:
+        """Why this evaluator cannot judge at all now (e.g. it runs untrusted code and no sandbox may start), or
+        None; the learner then starts no step and consumes nothing."""
+        return None
 
 
 class Selector(abc.ABC):
@@ -152,6 +168,8 @@ class Recipe(abc.ABC):
     takes_instructions: ClassVar[bool] = False
     # The selection policy of a step that carries an instruction (None: the scenario's own policy).
     instruction_policy: ClassVar[str | None] = None
+    # What this recipe needs from the serving engine; `reef serve` refuses an engine that cannot supply it.
+    needs: ClassVar[frozenset[Capability]] = frozenset()
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings

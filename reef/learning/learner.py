@@ -30,16 +30,19 @@ from typing import Any
 
 from reef.core.errors import BadRequest, Conflict
 from reef.core.records import Record
+from reef.core.releases import Commit, Verdict
 from reef.core.settings import Settings
 from reef.inference.base import Engine
 from reef.learning.activity import StepActivity, commit_summary
 from reef.learning.base import Batch, Evaluator, Processor, Recipe, Selector
+from reef.learning.budget import UpstreamBudget, usage_tokens
 from reef.learning.control import TrainingControl
 from reef.learning.evaluation.selectors import Always
 from reef.learning.evaluation.tasks import GateTasks
 from reef.learning.gate import GateSources, ScenarioGate
 from reef.learning.lineage import WorkingLineage
 from reef.learning.recovery import feed_new, resume
+from reef.learning.rollout.hooks import RolloutHooks
 from reef.learning.settlement import Activate
 from reef.learning.steps import LostLeadership, Steps
 from reef.releases.base import CommitLog, ReleaseStore
@@ -70,8 +73,11 @@ class Learner:
         backend_factory: Callable[[], Any],
         gate: GateSources,
         leading: Callable[[], Awaitable[bool]] | None = None,
+        rollouts: RolloutHooks | None = None,
+        budget: UpstreamBudget | None = None,
     ) -> None:
         self.scenario = scenario
+        self.budget = budget
         self.recipe = recipe
         self.settings = settings
         self.records = records
@@ -104,6 +110,7 @@ class Learner:
             leading=leading,
             processor=lambda: self._processor,
             resume=self._resume,
+            rollouts=rollouts,
         )
         self._step_lock = asyncio.Lock()
         self._wake = asyncio.Event()
@@ -116,6 +123,8 @@ class Learner:
         self._control = TrainingControl(scenario, records, settings.learning.mode)
         # Feedback computed from traffic (openclawrl's judge): runs beside the loop, its verdicts become records.
         self._feedback = recipe.feedback_source(scenario)
+        if self._feedback is not None and budget is not None and budget.max_tokens_per_hour:
+            self._feedback.meter(lambda usage: budget.spend(scenario, usage_tokens(usage)))
         self._feedback_task: asyncio.Task[None] | None = None
 
     # ---- lifecycle -------------------------------------------------------------------------------------------
@@ -194,6 +203,16 @@ class Learner:
         self.wake()
         return {**request, "scenario": self.scenario, "state": "queued"}
 
+    async def record_outcome(
+        self, verdict: Verdict, reason: str, release_id: str | None, parent_release_id: str | None, metrics: dict
+    ) -> Commit | None:
+        """Append a commit no step made (a rollout's decision) as the next step; None while a step runs (the
+        caller tries again later: step numbers stay in order)."""
+        if self._step_lock.locked():
+            return None
+        async with self._step_lock:
+            return await self._steps.record_outcome(verdict, reason, release_id, parent_release_id, metrics)
+
     def _request_committed(self, step_id: str) -> bool:
         last = self._steps.last_commit
         return last is not None and (last.metrics.get("request") or {}).get("step_id") == step_id
@@ -237,8 +256,15 @@ class Learner:
         self.wake()
 
     def _blocker(self) -> str | None:
-        """Why no step may start now: the feedback source is down, or the gate cannot judge."""
+        """Why no step may start now: the upstream budget is spent, the feedback source is down, or the gate cannot
+        judge."""
         assert self._processor is not None
+        spent = self.budget.blocker(self.scenario) if self.budget is not None else None
+        if spent is not None:
+            return spent
+        refused = self.evaluator.blocker()
+        if refused is not None:
+            return refused
         held = self._feedback.blocker() if self._feedback is not None else None
         return held or self.gate.blocker(self._processor)
 
@@ -356,6 +382,7 @@ class Learner:
             "batch_size": self.settings.learning.batch_size,
             "records_seen": self._cursor,
             "records_considered": self._considered,
+            "skipped": self._processor.skipped_counts() if self._processor is not None else {},
             "job": dict(self._activity.job),
             "recent_losses": list(self._activity.losses),
             "last_commit": commit_summary(steps.last_commit),

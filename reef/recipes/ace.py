@@ -17,7 +17,8 @@ from __future__ import annotations
 from typing import Any
 
 from reef.harness.mutations import Mutation
-from reef.harness.proposer import parse_bullets
+from reef.harness.proposer import parse_bullets, parse_json_reply
+from reef.harness.reply_schema import TIPS_REPLY, TIPS_SCHEMA, reply_max_tokens
 from reef.harness.traces import is_failure, jaccard, question_of, words
 from reef.harness.tree import HarnessTree, Node
 from reef.recipes.harness_method import HarnessRecipe, StepInput, StepOutput, example_text, memory_id
@@ -25,7 +26,8 @@ from reef.recipes.harness_method import HarnessRecipe, StepInput, StepOutput, ex
 TAG = "playbook"
 CURATE = (
     "You maintain a playbook of short, general tips for an AI assistant. From the failed tasks below, write "
-    "up to 3 new tips as a bulleted list ('- tip'). Each tip one sentence. No other text."
+    'up to 3 new tips as a JSON list of strings, e.g. ["Reply with only the number."]. Each tip one sentence. '
+    "No other text."
 )
 
 
@@ -82,9 +84,10 @@ class Ace(HarnessRecipe):
             lines.append(f"  Answer given: {str(trace.get('answer', ''))[:160]}")
         reply = await given.proposer.complete(
             [{"role": "system", "content": CURATE}, {"role": "user", "content": "\n".join(lines)}],
-            max_tokens=int(self.config.get("proposer_max_tokens", 120)),
+            max_tokens=reply_max_tokens(TIPS_SCHEMA, int(self.config.get("proposer_max_tokens", 120))),
+            response_format=TIPS_REPLY,
         )
-        tips = parse_bullets(reply, max_items=limit, max_chars=300)
+        tips = parse_tips(reply, limit)
         # Worked examples always ride along: a weak proposer's tips alone rarely move a small model.
         examples = [example_text(trace) for trace in failures if question_of(trace)][:limit]
         return tips + examples, ("proposer" if tips else "fallback"), reply
@@ -114,6 +117,14 @@ class Ace(HarnessRecipe):
         # Updates of removed bullets are dropped: a remove must be the last word on a node.
         mutations = [m for m in mutations if m.node_id not in removed]
         return mutations + [Mutation.remove(node_id) for node_id in sorted(removed)]
+
+
+def parse_tips(reply: str, limit: int) -> list[str]:
+    """The tips of a reply: a JSON list of strings (what the reply schema asks for), else a bulleted list."""
+    parsed = parse_json_reply(reply)
+    if isinstance(parsed, list) and parsed and all(isinstance(tip, str) for tip in parsed):
+        return [tip.strip()[:300] for tip in parsed if len(tip.strip()) >= 8][:limit]
+    return parse_bullets(reply, max_items=limit, max_chars=300)
 
 
 def playbook(tree: HarnessTree) -> list[Node]:

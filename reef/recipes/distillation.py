@@ -22,11 +22,12 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, ClassVar
 
+from reef.core.capabilities import Capability
 from reef.core.errors import BadRequest, NotFound
 from reef.core.settings import Settings
 from reef.learning.base import TrainingJob
 from reef.learning.growth import GrowContext, base_model_path
-from reef.recipes.weights import WeightsRecipe
+from reef.recipes.weights import ON_POLICY_NEEDS, WeightsRecipe
 from reef.releases.base import ReleaseStore
 from reef.training.teacher_spec import FIELD, TeacherSpec, parse_teacher, same_tokenizer
 
@@ -69,6 +70,8 @@ def text_field(value: Any) -> str | None:
 
 class DistillationRecipe(WeightsRecipe):
     """A weights recipe trained by a teacher pass; subclasses add their processor and report schema."""
+
+    needs: ClassVar[frozenset[Capability]] = ON_POLICY_NEEDS  # learns from its recorded rollouts
 
     default_teacher: ClassVar[str] = "self"
     default_divergence: ClassVar[str] = "forward_kl"

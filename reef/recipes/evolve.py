@@ -13,6 +13,7 @@ import json
 from reef.harness.chat import system_prompt_of
 from reef.harness.mutations import coerce_mutations
 from reef.harness.proposer import parse_json_reply
+from reef.harness.reply_schema import NODES_REPLY, NODES_SCHEMA, reply_max_tokens
 from reef.harness.traces import is_failure, question_of
 from reef.recipes.harness_method import HarnessRecipe, StepInput, StepOutput, describe_ledger, fallback_mutations
 
@@ -40,7 +41,8 @@ class Evolve(HarnessRecipe):
                 {"role": "system", "content": INSTRUCTIONS},
                 {"role": "user", "content": self.reflection_prompt(given, failing)},
             ],
-            max_tokens=int(self.config.get("proposer_max_tokens", 200)),
+            max_tokens=reply_max_tokens(NODES_SCHEMA, int(self.config.get("proposer_max_tokens", 200))),
+            response_format=NODES_REPLY,
         )
         mutations = coerce_mutations(parse_json_reply(reply), id_prefix="evolve")
         notes = {"proposer_reply": reply[:600]}

@@ -24,6 +24,7 @@ from typing import Any
 
 from reef.harness.mutations import Mutation, coerce_mutations, diff_trees
 from reef.harness.proposer import parse_json_reply
+from reef.harness.reply_schema import NODES_REPLY, NODES_SCHEMA, reply_max_tokens
 from reef.harness.scoring import score_tree, task_from_trace
 from reef.harness.tree import HarnessTree, Node, tree_from_json
 from reef.learning.evaluation import Task
@@ -139,7 +140,8 @@ class Gepa(HarnessRecipe):
         lines += ["Rejected before:", describe_ledger(given.ledger)]
         reply = await given.proposer.complete(
             [{"role": "system", "content": REFLECT}, {"role": "user", "content": "\n".join(lines)}],
-            max_tokens=int(self.config.get("proposer_max_tokens", 160)),
+            max_tokens=reply_max_tokens(NODES_SCHEMA, int(self.config.get("proposer_max_tokens", 160))),
+            response_format=NODES_REPLY,
         )
         return coerce_mutations(parse_json_reply(reply), id_prefix="gepa")
 

@@ -14,11 +14,12 @@ from __future__ import annotations
 import statistics
 from typing import Any, ClassVar
 
+from reef.core.capabilities import Capability
 from reef.core.records import Record
 from reef.learning.report_schema import report_schema
 from reef.recipes.reports import ReportJoiningProcessor, Rollout
 from reef.recipes.rl import require_score
-from reef.recipes.weights import WeightsRecipe
+from reef.recipes.weights import ON_POLICY_NEEDS, WeightsRecipe
 
 
 def group_advantages(scores: list[float], eps: float = 1e-6) -> list[float] | None:
@@ -69,6 +70,8 @@ class GRPOProcessor(ReportJoiningProcessor):
 
 class GRPORecipe(WeightsRecipe):
     """Group-relative policy optimization over rollouts reported in groups."""
+
+    needs: ClassVar[frozenset[Capability]] = ON_POLICY_NEEDS  # learns from its recorded rollouts
 
     name: ClassVar[str] = "grpo"
     loss_name: ClassVar[str] = "grpo"

@@ -79,6 +79,11 @@ class HarnessRecipe(Recipe):
     def config(self) -> dict[str, Any]:
         return dict(self.settings.learning.recipe_config)
 
+    @property
+    def proposer_off(self) -> bool:
+        """`recipe_config.proposer: off`: every step is the deterministic fallback (failing examples as memory)."""
+        return self.config.get("proposer") == "off"
+
     def seed(self, directory: Path) -> None:
         write_tree(self.seed_tree(), directory)
 
@@ -117,7 +122,10 @@ class HarnessRecipe(Recipe):
         proposer = self.proposer(ctx)
         given = StepInput(tree, list(batch.samples), state, ledger, proposer, ctx, batch.instruction, commits)
         try:
-            output = await (self.directed_step(given) if batch.instruction else self.step(given))
+            if self.proposer_off and not batch.instruction:  # the method without its learned part: a control arm
+                output = StepOutput(fallback_mutations(tree, given.traces), state, {"proposer_off": True}, "fallback")
+            else:
+                output = await (self.directed_step(given) if batch.instruction else self.step(given))
         except ReefError as exc:  # an unreachable or failing proposer must not stall learning
             log.warning("harness %s: the proposer failed (%s); using the fallback", self.name, exc.message)
             fallback = (
@@ -163,7 +171,8 @@ class HarnessRecipe(Recipe):
         return StepOutput(mutations, given.state, {"proposer_reply": reply[:600]}, source, fallback=False)
 
     def agent_evaluator(self, gate_for: Any, release_dir: Any) -> Evaluator | None:
-        """The agent gate when the scenario's adapter has an agent Reef can run (pi), else None (the chat gate)."""
+        """The agent gate when the scenario's adapter has an agent Reef can run (pi, claude, codex, opencode), else None
+        (the chat gate)."""
         if agent_adapter(self.settings) is None:
             return None
         return AgentEvaluator(self.settings, gate_for, release_dir)
@@ -194,7 +203,7 @@ def apply_admissible(tree: HarnessTree, mutations: list[Mutation]) -> tuple[Harn
 def fallback_mutations(tree: HarnessTree, traces: list[dict[str, Any]], limit: int = 4) -> list[Mutation]:
     """Deterministic mutations: failing examples (with their correct answer when known) as memory items.
 
-    Worked examples in the prompt move a small model a lot (MEASURED.md), so this alone is a useful step.
+    Worked examples in the prompt move a small model a lot (docs/results/), so this alone is a useful step.
     When nothing failed, well-scored answers become examples instead.
     """
     failures = [t for t in traces if is_failure(t) and question_of(t)]

@@ -25,6 +25,7 @@ from reef.core.errors import BadRequest
 from reef.harness.admission import admit_tree
 from reef.harness.mutations import apply_mutations, diff_trees
 from reef.harness.proposer import parse_json_reply
+from reef.harness.reply_schema import COMPOSITION_REPLY, COMPOSITION_SCHEMA, reply_max_tokens
 from reef.harness.traces import is_failure, question_of
 from reef.harness.tree import HarnessTree, tree_from_json
 from reef.learning.base import Selector
@@ -78,7 +79,8 @@ class MetaHarness(HarnessRecipe):
                 {"role": "system", "content": PROPOSE},
                 {"role": "user", "content": self.history_prompt(given, population)},
             ],
-            max_tokens=int(self.config.get("proposer_max_tokens", 300)),
+            max_tokens=reply_max_tokens(COMPOSITION_SCHEMA, int(self.config.get("proposer_max_tokens", 300))),
+            response_format=COMPOSITION_REPLY,
         )
         chosen = self.parse_reply(reply, population)
         source = "proposer"

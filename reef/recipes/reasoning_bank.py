@@ -13,6 +13,8 @@ import re
 from typing import Any
 
 from reef.harness.mutations import Mutation
+from reef.harness.proposer import parse_json_reply
+from reef.harness.reply_schema import STRATEGY_REPLY, STRATEGY_SCHEMA, reply_max_tokens
 from reef.harness.traces import is_failure, question_of, words
 from reef.harness.tree import Node
 from reef.recipes.harness_method import HarnessRecipe, StepInput, StepOutput, example_text, memory_id
@@ -21,7 +23,7 @@ PREFIX = "rb-"
 MAX_BANK = 200
 DISTIL = (
     "Write one short, general strategy an assistant should follow for tasks like this one, learned from the "
-    "outcome shown. Reply in two lines:\nTitle: <a few words>\nStrategy: <one sentence>"
+    'outcome shown. Reply with JSON only: {"title": "<a few words>", "strategy": "<one sentence>"}.'
 )
 
 
@@ -89,7 +91,8 @@ class ReasoningBank(HarnessRecipe):
         lines.append(f"Outcome: {outcome}")
         return await given.proposer.complete(
             [{"role": "system", "content": DISTIL}, {"role": "user", "content": "\n".join(lines)}],
-            max_tokens=int(self.config.get("proposer_max_tokens", 80)),
+            max_tokens=reply_max_tokens(STRATEGY_SCHEMA, int(self.config.get("proposer_max_tokens", 80))),
+            response_format=STRATEGY_REPLY,
         )
 
     def _example_item(self, trace: dict[str, Any]) -> dict[str, Any]:
@@ -105,15 +108,21 @@ class ReasoningBank(HarnessRecipe):
 
 
 def parse_item(reply: str, trace: dict[str, Any]) -> dict[str, Any] | None:
-    """A bank item from a `Title: … / Strategy: …` reply, or None if the reply has no usable strategy."""
-    title = re.search(r"(?im)^\s*\**title\**\s*:\s*(.+)$", reply)
-    strategy = re.search(r"(?im)^\s*\**strategy\**\s*:\s*(.+)$", reply)
-    if strategy is None or len(strategy.group(1).strip()) < 12:
+    """A bank item from a `{"title", "strategy"}` reply (what the reply schema asks for) or a `Title: … / Strategy: …`
+    one, or None if the reply has no usable strategy."""
+    parsed = parse_json_reply(reply)
+    if isinstance(parsed, dict) and isinstance(parsed.get("strategy"), str):
+        title_text, strategy_text = str(parsed.get("title") or ""), parsed["strategy"]
+    else:
+        title = re.search(r"(?im)^\s*\**title\**\s*:\s*(.+)$", reply)
+        strategy = re.search(r"(?im)^\s*\**strategy\**\s*:\s*(.+)$", reply)
+        title_text, strategy_text = (title.group(1) if title else ""), (strategy.group(1) if strategy else "")
+    if len(strategy_text.strip()) < 12:
         return None
-    content = strategy.group(1).strip()[:400]
+    content = strategy_text.strip()[:400]
     return {
         "id": memory_id(content, PREFIX.rstrip("-")),
-        "title": (title.group(1).strip() if title else content)[:80],
+        "title": (title_text.strip() or content)[:80],
         "content": content,
         "outcome": "failure" if is_failure(trace) else "success",
         "keywords": sorted(words(question_of(trace)) | words(content)),

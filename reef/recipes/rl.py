@@ -22,11 +22,12 @@ import math
 from collections.abc import Callable
 from typing import Any, ClassVar
 
+from reef.core.capabilities import Capability
 from reef.core.errors import BadRequest
 from reef.core.records import Record
 from reef.learning.report_schema import report_schema
 from reef.recipes.reports import ReportJoiningProcessor, Rollout
-from reef.recipes.weights import WeightsRecipe
+from reef.recipes.weights import ON_POLICY_NEEDS, WeightsRecipe
 
 
 def require_score(report: dict[str, Any]) -> None:
@@ -103,6 +104,8 @@ class RLProcessor(ReportJoiningProcessor):
 
 class RLRecipe(WeightsRecipe):
     """Single-rollout reinforcement learning from scored reports."""
+
+    needs: ClassVar[frozenset[Capability]] = ON_POLICY_NEEDS  # learns from its recorded rollouts
 
     name: ClassVar[str] = "rl"
     loss_name: ClassVar[str] = "rl"

@@ -25,6 +25,7 @@ import shutil
 from pathlib import Path
 from typing import Any, ClassVar
 
+from reef.core.capabilities import Capability
 from reef.core.errors import BadRequest
 from reef.discovery.archive import Archive, Attempt
 from reef.discovery.problem import Problem, ProblemError, load_problem, parses
@@ -36,8 +37,8 @@ from reef.learning.report_schema import report_schema
 from reef.recipes.entropic import entropic_advantages
 from reef.recipes.rl import require_score
 from reef.recipes.tttd_grid import Advantages, GridProcessor
-from reef.recipes.weights import WeightsRecipe
-from reef.sandbox import Limits
+from reef.recipes.weights import ON_POLICY_NEEDS, WeightsRecipe
+from reef.sandbox import Limits, isolation
 
 _CELL = {"type": "integer", "minimum": 0}
 
@@ -53,6 +54,8 @@ class NoGate(Evaluator):
 
 class TTTDRecipe(WeightsRecipe):
     """Test-time training on a discovery problem with entropic leave-one-out advantages."""
+
+    needs: ClassVar[frozenset[Capability]] = ON_POLICY_NEEDS  # learns from its recorded rollouts
 
     name: ClassVar[str] = "tttd"
     loss_name: ClassVar[str] = "rl"
@@ -87,6 +90,11 @@ class TTTDRecipe(WeightsRecipe):
             raise BadRequest(str(error), field="learning.recipe_config.problem") from error
         self._problem: Problem | None = problem
         return problem
+
+    def sandbox(self) -> bool | None:
+        """How evaluations run: None (bubblewrap or a refusal); with `sandbox.allow_unsandboxed`, unsandboxed
+        where bubblewrap cannot start."""
+        return isolation().available if self.settings.sandbox.allow_unsandboxed else None
 
     def limits(self) -> Limits:
         config = self.config()
@@ -139,6 +147,7 @@ class TTTDRecipe(WeightsRecipe):
         archive = seed_archive(
             self.problem(),
             self.limits(),
+            sandbox=self.sandbox(),
             max_entries=int(config["max_entries"]),
             exploration=float(config["exploration"]),
         )
@@ -150,7 +159,9 @@ class TTTDRecipe(WeightsRecipe):
         if found is not None:
             return found
         config = self.config()
-        return seed_archive(self.problem(), self.limits(), max_entries=int(config["max_entries"]))
+        return seed_archive(
+            self.problem(), self.limits(), sandbox=self.sandbox(), max_entries=int(config["max_entries"])
+        )
 
     def archive_view(self, release_dir: Path, limit: int) -> dict[str, Any]:
         """`GET /reef/scenarios/{s}/archive`: the problem, the last step and the top `limit` entries."""
@@ -179,7 +190,7 @@ class TTTDRecipe(WeightsRecipe):
         """The parent's archive with the grid folded in, and (with `train`) the adapter trained on the grid."""
         archive = await asyncio.to_thread(self.archive_of, parent_dir) if parent_dir else None
         if archive is None:
-            archive = await asyncio.to_thread(seed_archive, self.problem(), self.limits())
+            archive = await asyncio.to_thread(seed_archive, self.problem(), self.limits(), sandbox=self.sandbox())
         rows = [s["attempt"] for s in batch.samples if "attempt" in s]
         samples = [s for s in batch.samples if "attempt" not in s]
         candidate = ctx.work_dir / "candidate"

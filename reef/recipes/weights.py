@@ -5,13 +5,19 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, ClassVar
 
+from reef.core.capabilities import Capability
 from reef.learning.base import Batch, Recipe, Surface, TrainingJob
+
+ON_POLICY_NEEDS = frozenset({Capability.SERVE_ADAPTER, Capability.TOKEN_CAPTURE})
 
 
 class WeightsRecipe(Recipe):
     """A recipe whose candidate is a LoRA adapter (or full weights) trained on its batches with `loss_name`."""
 
     surface: ClassVar[Surface] = "weights"
+    # A trained adapter must serve, or publishing it changes nothing; recipes that learn from their own rollouts
+    # add `TOKEN_CAPTURE` (`ON_POLICY_NEEDS`).
+    needs: ClassVar[frozenset[Capability]] = frozenset({Capability.SERVE_ADAPTER})
     loss_name: ClassVar[str]
     default_config: ClassVar[dict[str, Any]] = {}
 

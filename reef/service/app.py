@@ -66,6 +66,7 @@ def create_app(settings: Settings, runtime: Any, records: RecordStore, engine: E
     return EdgeMiddleware(
         app,
         tokens=settings.reef.all_tokens(),
+        admin_tokens=settings.reef.all_admin_tokens(),
         max_body_bytes=settings.reef.max_body_bytes,
         metrics=metrics,
         fast_path=inference.InferenceEndpoints(app.state),

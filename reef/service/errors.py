@@ -27,7 +27,7 @@ def _field_of(loc: tuple) -> str:
 
 
 def reef_error_response(exc: ReefError, metrics: Any) -> Response:
-    """The response for a domain error: its status, the PROTOCOL.md error body, Retry-After when saturated."""
+    """A domain error's response: its status, the error body (docs/reference/http-api.md), Retry-After if saturated."""
     if isinstance(exc, UpstreamRejected):  # relayed as the upstream sent it
         return Response(exc.body, status_code=exc.status, media_type="application/json")
     headers = None
@@ -44,7 +44,7 @@ def unexpected_error_response(method: str, path: str) -> Response:
 
 
 def install_error_handlers(app: FastAPI) -> None:
-    """Map ReefError, validation errors and stray exceptions to the PROTOCOL.md error shape."""
+    """Map ReefError, validation errors and stray exceptions to the error shape (docs/reference/http-api.md)."""
 
     @app.exception_handler(ReefError)
     async def _reef_error(request: Request, exc: ReefError) -> Response:

@@ -1,4 +1,5 @@
-"""The layering of DESIGN.md: imports only point down. Walks every module's imports (lazy ones too)."""
+"""The layering of docs/developer/architecture.md: imports only point down. Walks every module's imports (lazy
+ones too)."""
 
 from __future__ import annotations
 
@@ -190,3 +191,46 @@ def test_importing_the_service_and_the_command_line_imports_no_torch() -> None:
     )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def _package_graph() -> dict[str, set[str]]:
+    """reef.<package> -> the reef packages its modules import (lazy imports too)."""
+    graph: dict[str, set[str]] = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        package = ".".join(_module_name(path).split(".")[:2])
+        for imported in _imports(path):
+            target = ".".join(imported.split(".")[:2])
+            if imported.startswith("reef.") and target != package:
+                graph.setdefault(package, set()).add(target)
+    return graph
+
+
+def _cycle(graph: dict[str, set[str]]) -> list[str]:
+    """One cycle of `graph` as a path that returns to its start, or [] if it has none."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def visit(node: str) -> list[str]:
+        state[node] = 1
+        path.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                return path[path.index(nxt) :] + [nxt]
+            if nxt not in state and (found := visit(nxt)):
+                return found
+        state[node] = 2
+        path.pop()
+        return []
+
+    for node in sorted(graph):
+        if node not in state and (found := visit(node)):
+            return found
+    return []
+
+
+def test_no_two_packages_import_each_other_even_through_others() -> None:
+    assert _cycle(_package_graph()) == []
+
+
+def test_the_cycle_finder_notices_a_cycle() -> None:
+    assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]

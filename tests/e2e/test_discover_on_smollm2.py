@@ -1,6 +1,7 @@
 """`reef discover` end to end on the embedded defaults (the real SmolLM2, `reef serve` twice: trained and control),
 with a tiny budget: the command completes, every attempt is an edit of its parent, and both curves are reported.
-Whether the search beats the seed is measured by hand (README), not asserted: one step proves nothing either way."""
+Whether the search beats the seed is measured by hand (docs/results/2026-12-05-discovery.md), not asserted: one
+step proves nothing either way."""
 
 from __future__ import annotations
 

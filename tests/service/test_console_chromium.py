@@ -4,7 +4,7 @@ The server runs a harness-surface fake recipe (`FileRecipe`: each report adds it
 `answers.json`) in front of the fake provider, with gate tasks posted through the API and a scripted selector
 choosing each step's verdict, so the scenario walks through skipped, published, kept, rejected and (after a
 restart in review mode) pending steps without a model. Screenshots go to the test's tmp dir; with
-`REEF_SAVE_SCREENSHOTS=1` the scenario page is also saved as `docs/console.png` for the README.
+`REEF_SAVE_SCREENSHOTS=1` the scenario page is also saved as `docs/console.png` for the documentation.
 """
 
 from __future__ import annotations

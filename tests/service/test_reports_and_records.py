@@ -1,4 +1,5 @@
-"""Reports are validated exactly as PROTOCOL.md says, each rule its own 400, and nothing is stored on refusal."""
+"""Reports are validated exactly as docs/reference/http-api.md says, each rule its own 400, nothing stored on
+refusal."""
 
 from __future__ import annotations
 

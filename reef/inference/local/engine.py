@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 import torch
 
+from reef.core.capabilities import ENGINE_SUPPLIES
 from reef.core.errors import BadRequest
 from reef.core.releases import Release
 from reef.core.scenarios import Dialect
@@ -40,6 +41,7 @@ class LocalEngine(Engine):
     """Serves `settings.model_path` in this process: continuous batching on a scheduler thread."""
 
     scores_completions = True
+    supplies = ENGINE_SUPPLIES["local"]
 
     def __init__(self, settings: InferenceSettings) -> None:
         if not settings.model_path:
@@ -263,7 +265,7 @@ def llamacpp_auto_dtype(amx: bool) -> Literal["gguf", "bfloat16", "measure"]:
     """What `inference.dtype: auto` multiplies under the llama.cpp forward: the GGUF's own Q4_1 blocks where
     llama.cpp's AMX kernels work here (`amx`), else bfloat16 where this CPU runs it natively (AVX-512 BF16), else
     `measure`: float16 or float32, whichever serves a mixed load faster on this CPU, measured once
-    (`llamacpp_dtype.faster_dtype`). Q4_1 has no batched kernel there (README: the llama.cpp forward)."""
+    (`llamacpp_dtype.faster_dtype`). Q4_1 has no batched kernel there (docs/results/2026-12-05-engine-speed.md)."""
     if amx:
         return "gguf"
     return "bfloat16" if bfloat16_supported() else "measure"

@@ -10,8 +10,8 @@ bfloat16 and runs every matmul (the output projection included) as a oneDNN bflo
 for this CPU (AMX / AVX-512 BF16), while the residual stream, norms, rotary positions, attention and the LoRA
 terms stay float32; the logits come out of a bfloat16 matmul. On the 2-core AMX machine this made this forward's
 decode step 1.5× (one row) to 2.6× (16 rows) faster than with its float32 matmuls, which were already faster than
-transformers' forward (benchmarks/local_engine.py, README). The log-probs recorded are those of the weights that
-sampled: the record says which precision that was.
+transformers' forward (benchmarks/local_engine.py, docs/results/2026-12-05-engine-speed.md). The log-probs
+recorded are those of the weights that sampled: the record says which precision that was.
 `supports(model)` says whether a model is one this forward reproduces; others keep the transformers path.
 """
 

@@ -152,7 +152,7 @@ class LlamaCppForward:
         params.n_threads = params.n_threads_batch = threads
         params.kv_unified = True
         # Flash attention skips the cells of other rows (masked in a unified cache) instead of multiplying them:
-        # 1.4x (8 rows) to 1.8x (16 rows) the aggregate rate of llama.cpp's default here (README).
+        # 1.4x (8 rows) to 1.8x (16 rows) the aggregate rate of llama.cpp's default (docs/results/).
         params.flash_attn_type = lib.LLAMA_FLASH_ATTN_TYPE_ENABLED
         params.no_perf = True
         self._ctx = lib.llama_init_from_model(self._model, params)
@@ -357,5 +357,6 @@ def convert(source: Path, target: Path, dtype: str) -> None:
 
 
 def default_threads() -> int:
-    """Every core: llama.cpp's threads, unlike torch's, measured faster with the HTTP loop sharing them (README)."""
+    """Every core: llama.cpp's threads, unlike torch's, measured faster with the HTTP loop sharing them
+    (docs/results/)."""
     return max(1, len(os.sched_getaffinity(0)))

@@ -3,7 +3,8 @@
 On a CPU with neither AMX nor native bfloat16 the choice is float16 or float32, and it goes either way: llama.cpp's
 AVX2 kernels convert float16 to float32 as they multiply, which halves the bytes a lone row reads but costs
 arithmetic that a batch of rows and a prompt's prefill pay on every weight. On a 2-core Zen 1 EPYC (128-bit FMA
-units) float32 prefilled prompts 1.8x faster and decoded 16 rows 1.4x faster, the lone row even (README).
+units) float32 prefilled prompts 1.8x faster and decoded 16 rows 1.4x faster, the lone row even
+(docs/results/2026-12-05-engine-speed.md).
 """
 
 from __future__ import annotations

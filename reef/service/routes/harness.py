@@ -1,4 +1,5 @@
-"""The harness surface (PROTOCOL.md): the serving tree, its release chain, adapters, installer, proposals."""
+"""The harness surface (docs/reference/http-api.md): the serving tree, its release chain, adapters, installer,
+proposals."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import Any
 from fastapi import APIRouter, Query, Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 
-from reef.core.errors import BadRequest, NotFound
+from reef.core.errors import BadRequest, Forbidden, NotFound
 from reef.core.releases import Release
 from reef.harness.catalog import adapter_names, load_adapter
 from reef.harness.install import install_script
@@ -17,6 +18,8 @@ from reef.harness.published import check_proposal, harness_view
 from reef.harness.render import render
 from reef.harness.tree import load_tree
 from reef.service.deps import json_object, scenario_of
+from reef.service.middleware import held_scope
+from reef.service.scopes import Scope, scope_words
 
 router = APIRouter(tags=["harness"])
 
@@ -29,7 +32,11 @@ async def _release(request: Request, scenario: str, release_id: str | None) -> R
         raise NotFound(f"unknown scenario {scenario!r}")
     store = runtime.release_store
     if release_id:
-        return await asyncio.to_thread(store.get, scenario, release_id)
+        release = await asyncio.to_thread(store.get, scenario, release_id)
+        # A pending release may hold model-written code nobody reviewed yet: only an admin (the reviewer) sees it.
+        if release.pending and held_scope(request.scope) < Scope.ADMIN:
+            raise Forbidden(f"release {release_id} is pending review; reading it needs {scope_words(Scope.ADMIN)}")
+        return release
     head = await asyncio.to_thread(store.head, scenario)
     if head is None:
         raise NotFound(f"scenario {scenario!r} has no release yet")

@@ -23,7 +23,7 @@ from starlette.responses import Response
 from reef.core.errors import ReefError
 from reef.core.records import Record
 from reef.core.scenarios import Dialect
-from reef.inference.base import CompletionStream, RequestContext
+from reef.inference.base import CompletionStream
 from reef.inference.sse import receipt_frames
 from reef.observability import tracing
 from reef.service.deps import json_object, live_scenario, release_pin_of, scenario_of, tags_of
@@ -53,6 +53,7 @@ def _inference_record(
     usage: dict[str, Any] | None,
     training: dict[str, Any] | None,
     error: str | None = None,
+    rollout_id: str | None = None,
 ) -> Record:
     finished_at = time.time()
     payload: dict[str, Any] = {
@@ -70,6 +71,8 @@ def _inference_record(
         payload["training"] = training
     if error is not None:
         payload["error"] = error
+    if rollout_id is not None:  # the rollout that chose the serving release (its arm: `release_id`)
+        payload["rollout_id"] = rollout_id
     return Record.new(scenario, "inference", payload, created_at=finished_at)
 
 
@@ -79,14 +82,21 @@ async def _serve(state: Any, request: Request, dialect: Dialect) -> JsonBody | S
     body = await json_object(request)
     tags = tags_of(request)
     await live_scenario(state, scenario)
-    ctx: RequestContext = state.runtime.context_for(scenario, release_pin_of(request))
+    ctx, rollout_id = state.runtime.route(scenario, release_pin_of(request), tags)
     notes = request.scope.get(tracing.SCOPE_NOTES)
-    if body.get("stream") is True:
-        # For a stream the upstream latency is the time until it is open (the upstream's response head).
-        stream = await _upstream(notes, state.engine.stream(dialect, body, ctx))
-        return _streaming_response(state, dialect, scenario, stream, tags, started_at)
-    completion = await _upstream(notes, state.engine.complete(dialect, body, ctx))
+    try:
+        if body.get("stream") is True:
+            # For a stream the upstream latency is the time until it is open (the upstream's response head).
+            stream = await _upstream(notes, state.engine.stream(dialect, body, ctx))
+            return _streaming_response(state, dialect, scenario, stream, tags, started_at, rollout_id)
+        completion = await _upstream(notes, state.engine.complete(dialect, body, ctx))
+    except Exception as exc:
+        if rollout_id is not None and (not isinstance(exc, ReefError) or exc.status >= 500):
+            await state.runtime.request_failed(scenario, rollout_id, ctx)  # a 5xx or a timeout counts for its arm
+        raise
     if completion.status >= 400:  # an upstream 4xx is relayed as it came, and not recorded
+        if rollout_id is not None and completion.status >= 500:
+            await state.runtime.request_failed(scenario, rollout_id, ctx)
         return JsonBody(completion.status, completion.raw, [])
     record = _inference_record(
         scenario,
@@ -100,6 +110,7 @@ async def _serve(state: Any, request: Request, dialect: Dialect) -> JsonBody | S
         stream=False,
         usage=completion.usage,
         training=completion.training,
+        rollout_id=rollout_id,
     )
     await _remember(state, record)
     headers = [(b"x-reef-agent-record-id", record.agent_record_id.encode())]
@@ -131,6 +142,7 @@ def _streaming_response(
     stream: CompletionStream,
     tags: dict[str, str],
     started_at: float,
+    rollout_id: str | None = None,
 ) -> StreamRelay:
     def record_of(error: str | None = None) -> Record:
         result = stream.result()
@@ -147,6 +159,7 @@ def _streaming_response(
             usage=result.usage,
             training=result.training,
             error=error or result.error,
+            rollout_id=rollout_id,
         )
 
     headers = [
@@ -252,6 +265,10 @@ async def _remember(state: Any, record: Record) -> None:
     """
     await state.records.append_async([record])
     state.metrics.count_records("inference")
+    payload = record.payload or {}
+    if "reef-episode" in (payload.get("tags") or {}):  # a gate episode's request: the learner's own traffic
+        usage = payload.get("usage") or (payload.get("response") or {}).get("usage")
+        state.runtime.count_learner_usage(record.scenario, usage)
 
 
 async def _record_cut_stream(state: Any, record: Record) -> None:
@@ -265,7 +282,7 @@ async def _count_tokens(state: Any, request: Request) -> Response:
     scenario = scenario_of(request)
     body = await json_object(request)
     await live_scenario(state, scenario)
-    ctx = state.runtime.context_for(scenario, release_pin_of(request))
+    ctx, _ = state.runtime.route(scenario, release_pin_of(request), tags_of(request))
     counted = await state.engine.count_tokens(body, ctx)
     return Response(orjson.dumps(counted), media_type="application/json")
 
@@ -284,7 +301,7 @@ ROUTES = {
 
 
 class InferenceEndpoints:
-    """Dispatches the `/v1/*` routes of PROTOCOL.md; `handles(scope)` says whether a request is one of them."""
+    """Dispatches the `/v1/*` routes (docs/reference/http-api.md); `handles(scope)`: is a request one of them."""
 
     def __init__(self, state: Any) -> None:
         self.state = state

@@ -25,4 +25,5 @@ async def status(request: Request) -> dict[str, Any]:
 
 @router.get("/metrics", summary="Prometheus metrics", include_in_schema=False)
 async def metrics(request: Request) -> Response:
+    request.app.state.metrics.show_rollouts(request.app.state.runtime.rollout_views())
     return Response(generate_latest(request.app.state.metrics.registry), media_type=CONTENT_TYPE_LATEST)

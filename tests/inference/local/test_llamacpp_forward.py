@@ -335,7 +335,7 @@ def test_a_dtype_converts_the_gguf_once_to_the_weights_the_torch_engine_multipli
             gap = (cpp.score(prompt, completion, None) - exact.score(prompt, completion, None)).abs()
     finally:
         cpp.close()
-    assert gap.mean() < 0.04 and gap.max() < 0.3  # measured mean 0.013 on sampled tokens (README)
+    assert gap.mean() < 0.04 and gap.max() < 0.3  # measured mean 0.013 on sampled tokens (docs/results/)
 
 
 def test_auto_picks_llamacpp_for_a_gguf_model_on_a_cpu_and_torch_otherwise(local_settings):

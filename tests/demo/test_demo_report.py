@@ -126,7 +126,7 @@ def test_the_distillation_profiles_report_what_their_recipes_need() -> None:
     sdpo = PROFILES["sdpo"]
     assert sdpo.recipe_config["groups"] * sdpo.recipe_config["rollouts"] == sdpo.batch_size and sdpo.temperature > 0
     assert PROFILES["opd"].recipe_config["teacher"] == "scenario:demo-sft"
-    assert PROFILES["sdft"].recipe_config["context_turns"] == 4  # the teacher copies it then (README)
+    assert PROFILES["sdft"].recipe_config["context_turns"] == 4  # the teacher copies it then (docs/results/)
 
 
 def test_the_opd_demo_says_what_share_of_the_gap_to_its_teacher_the_student_closed() -> None:
