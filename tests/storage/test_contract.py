@@ -249,7 +249,7 @@ def test_a_closed_store_refuses_appends(store: RecordStore) -> None:
 def test_an_inference_keeps_the_release_and_the_rollout_that_served_it(store: RecordStore) -> None:
     payload = {"request": {}, "response": {}, "release_id": "r-canary", "rollout_id": "rollout_1"}
     (stored,) = store.append([Record.new("s", "inference", payload, created_at=1.0)])
-    again = store.get(stored.agent_record_id)
+    again = store.get("s", stored.agent_record_id)
     assert again is not None and again.release_id() == "r-canary"
     assert again.payload is not None and again.payload["rollout_id"] == "rollout_1"
     assert [r.agent_record_id for r in store.page("s", release_id="r-canary")] == [stored.agent_record_id]
