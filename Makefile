@@ -5,7 +5,7 @@ PIP := $(PY) -m pip -q --disable-pip-version-check
 
 LLAMA_CPP_PYTHON ?= 0.3.36
 
-.PHONY: setup setup-llamacpp system-deps test lint demo serve bench clean reference docs
+.PHONY: setup setup-llamacpp system-deps test test-fast lint demo serve bench clean reference docs
 
 setup: $(VENV)/.installed
 
@@ -41,8 +41,14 @@ system-deps:
 	fi
 	@python3 scripts/install_agents.py || echo "some coding agents are not installed: their tests will be skipped"
 
+# Every tier: the fast one, the real model (`model`) and whatever starts a server, browser, Ray or agent (`e2e`).
 test: setup setup-llamacpp system-deps
 	$(PY) -m pytest -q -p no:cacheprovider
+
+# No model, no llama.cpp build, no server process: the tier to run while working (docs/developer/testing.md).
+# One pytest worker per core (pytest-xdist): these tests share no server, port or schema.
+test-fast: setup
+	$(PY) -m pytest -q -p no:cacheprovider -n auto -m "not model and not e2e"
 
 lint: setup
 	$(VENV)/bin/ruff check reef tests benchmarks scripts

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable, Collection, Mapping
@@ -290,7 +291,8 @@ class Rollouts:
         """`rollout` with the evidence of every record after its cursor and the shared error counts (blocking)."""
         counted = rollout
         while page := self.records.page(scenario, counted.cursor, _PAGE_RECORDS):
-            counted = evidence.count(counted, page, self.records.get_many, self.config.score_min, self.config.score_max)
+            cited = functools.partial(self.records.get_many, scenario)  # receipts resolve within the scenario
+            counted = evidence.count(counted, page, cited, self.config.score_min, self.config.score_max)
         return evidence.with_errors(counted, self.records.rollout_errors(rollout.rollout_id))
 
     def _content_of(self, scenario: str, release_id: str) -> str | None:

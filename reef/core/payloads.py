@@ -81,6 +81,7 @@ class LearnerStatus(ControlState):
     ready: int
     batch_size: int
     records_seen: int
+    records_considered: int  # the last record sequence the learner loop has decided on (trained, buffered or skipped)
     job: dict[str, Any]
     recent_losses: list[Any]
     last_commit: dict[str, Any] | None

@@ -116,6 +116,9 @@ class Learner:
         self._task: asyncio.Task[None] | None = None
         self._processor: Processor | None = None
         self._cursor = 0
+        # The cursor as of the loop's last decision: every record through it was looked at and started no step
+        # (or its step committed). Lets operators and tests tell "not seen yet" from "seen, nothing to do".
+        self._considered = 0
         self._control = TrainingControl(scenario, records, settings.learning.mode)
         # Feedback computed from traffic (openclawrl's judge): runs beside the loop, its verdicts become records.
         self._feedback = recipe.feedback_source(scenario)
@@ -300,8 +303,9 @@ class Learner:
                     await self._requested_step(self._control.request)
                     continue
                 if self._control.paused or self._control.mode == "manual":
-                    if self._feedback is not None:  # the judge works on what the processor holds, in any mode
-                        await self._pull()
+                    async with self._step_lock:  # a step asked for by hand pulls too: one reader at a time
+                        await self._pull()  # buffered for a requested step; the judge works on them in any mode
+                        self._considered = self._cursor
                     await self._sleep(poll_s)
                     continue
                 await self._pull()
@@ -315,6 +319,7 @@ class Learner:
                     if self._steps.failures:
                         await self._sleep(min(poll_s * 2**self._steps.failures, MAX_BACKOFF_S))
                     continue  # another batch may be ready already
+                self._considered = self._cursor
             except asyncio.CancelledError:
                 raise
             except LostLeadership as exc:  # another replica learns this scenario now; nothing here was written
@@ -377,6 +382,7 @@ class Learner:
             "ready": self._processor.ready() if self._processor is not None else 0,
             "batch_size": self.settings.learning.batch_size,
             "records_seen": self._cursor,
+            "records_considered": self._considered,
             "skipped": self._processor.skipped_counts() if self._processor is not None else {},
             "job": dict(self._activity.job),
             "recent_losses": list(self._activity.losses),

@@ -78,7 +78,7 @@ def resume(
         cursor = page[-1].sequence or cursor
     for step, record_ids in owed.items():
         log.warning("learner %s: marking %d records of committed step %d", scenario, len(record_ids), step)
-        records.mark_consumed(record_ids, step)
+        records.mark_consumed(scenario, record_ids, step)
     judged = [commit for commit in history if "lineage" in commit.metrics]
     lineage_id = judged[-1].metrics["lineage"] if judged else None
     return Resumed(processor, cursor, last_step, history[-1] if history else None, lineage_id)
@@ -124,9 +124,9 @@ async def feed_new(records: RecordStore, scenario: str, processor: Processor, cu
         cursor = page[-1].sequence or cursor
     wanted = processor.wanted()
     if wanted:
-        found = await asyncio.to_thread(records.get_many, wanted)
+        found = await asyncio.to_thread(records.get_many, scenario, wanted)
         for record in sorted(found.values(), key=lambda r: r.sequence or 0):
-            if record.scenario == scenario and record.consumed_step is None:
+            if record.consumed_step is None:
                 processor.ingest(record)
     return cursor
 

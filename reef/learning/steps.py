@@ -195,7 +195,7 @@ class Steps:
         processor = self._processor()
         assert processor is not None
         try:
-            await asyncio.to_thread(self.records.mark_consumed, batch.record_ids, step)
+            await asyncio.to_thread(self.records.mark_consumed, self.scenario, batch.record_ids, step)
             processor.acknowledge(batch.batch_id)
         except Exception as exc:  # the commit log holds the ids: a resume marks them
             log.exception("learner %s: marking step %d consumed failed", self.scenario, step)
@@ -223,7 +223,7 @@ class Steps:
             self.step, self.last_commit = step, commit
             if give_up:
                 self.failures = 0
-                await asyncio.to_thread(self.records.mark_consumed, consumed, step)
+                await asyncio.to_thread(self.records.mark_consumed, self.scenario, consumed, step)
         except Exception as exc:
             log.exception("learner %s: recording skipped step %d failed", self.scenario, step)
             self.activity.error(step, f"commit log append failed: {type(exc).__name__}: {exc}")
@@ -275,7 +275,7 @@ class Steps:
             await self._check_leading(self.step + 1)
             commit = self._commit(self.step + 1, "skipped", None, NO_PARENTS, unjudged(reason), record_ids)
             await asyncio.to_thread(self.commits.append, commit)
-            await asyncio.to_thread(self.records.mark_consumed, record_ids, commit.step)
+            await asyncio.to_thread(self.records.mark_consumed, self.scenario, record_ids, commit.step)
             self.step, self.last_commit = commit.step, commit
 
     def _commit(

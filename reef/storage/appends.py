@@ -1,5 +1,7 @@
 """One group of appends inside one transaction: idempotent retries, conflicts, per-scenario sequences.
 
+A record is known by its scenario and its id (`Key`): the same id in two scenarios names two records.
+
 Conflicts are found before anything is written, so a caller whose records conflict is left out of the group
 (it gets `Conflict`, nothing of its call is stored) while every other caller's records commit.
 """
@@ -44,6 +46,12 @@ class AppendWork:
 
 # Per record of a work: the sequence given to it now (the caller has the rest), or the record stored before.
 Stored = int | Record
+# What names a record: (scenario, agent_record_id).
+Key = tuple[str, str]
+
+
+def key_of(row: dict[str, Any]) -> Key:
+    return (row["scenario"], row["agent_record_id"])
 
 
 def stored_as(records: Sequence[Record], work: AppendWork, outcome: list[Stored]) -> list[Record]:
@@ -62,7 +70,9 @@ def chunks(items: Sequence[str], size: int = ID_CHUNK) -> Iterable[Sequence[str]
 
 
 # Built once: the hot path should not pay for building and cache-keying statements per group.
-_SELECT_BY_IDS = sa.select(records).where(records.c.agent_record_id.in_(sa.bindparam("ids", expanding=True)))
+_SELECT_BY_IDS = sa.select(records).where(
+    records.c.scenario == sa.bindparam("scenario"), records.c.agent_record_id.in_(sa.bindparam("ids", expanding=True))
+)
 _INSERT = records.insert()
 
 
@@ -77,13 +87,25 @@ def _reserve_statement(insert: Any) -> Any:
 _RESERVE = {"postgresql": _reserve_statement(postgresql.insert), "sqlite": _reserve_statement(sqlite.insert)}
 
 
-def stored_records(conn: sa.Connection, ids: Sequence[str]) -> dict[str, Record]:
-    """The stored records with these ids, by id."""
+def stored_records(conn: sa.Connection, scenario: str, ids: Sequence[str]) -> dict[str, Record]:
+    """The stored records of `scenario` with these ids, by id."""
     found: dict[str, Record] = {}
     for chunk in chunks(list(dict.fromkeys(ids))):
-        for row in conn.execute(_SELECT_BY_IDS, {"ids": list(chunk)}).mappings():
+        for row in conn.execute(_SELECT_BY_IDS, {"scenario": scenario, "ids": list(chunk)}).mappings():
             found[row["agent_record_id"]] = record_from_row(row)
     return found
+
+
+def _stored_by_key(conn: sa.Connection, keys: Sequence[Key]) -> dict[Key, Record]:
+    """The stored records with these keys, by key (one lookup per scenario)."""
+    by_scenario: dict[str, list[str]] = {}
+    for scenario, rid in keys:
+        by_scenario.setdefault(scenario, []).append(rid)
+    return {
+        (scenario, rid): record
+        for scenario, ids in by_scenario.items()
+        for rid, record in stored_records(conn, scenario, ids).items()
+    }
 
 
 def commit_appends(conn: sa.Connection, works: Sequence[AppendWork], thorough: bool) -> list[list[Stored] | Conflict]:
@@ -93,18 +115,18 @@ def commit_appends(conn: sa.Connection, works: Sequence[AppendWork], thorough: b
     insert (unique key), and the writer then retries each caller alone, thoroughly.
     """
     wanted = [
-        row["agent_record_id"]
+        key_of(row)
         for work in works
         for row, minted in zip(work.rows, work.minted, strict=True)
         if thorough or not minted
     ]
-    stored = stored_records(conn, wanted) if wanted else {}
-    claimed: dict[str, dict[str, Any]] = {}  # rows this group will insert, first claimant wins
+    stored = _stored_by_key(conn, wanted) if wanted else {}
+    claimed: dict[Key, dict[str, Any]] = {}  # rows this group will insert, first claimant wins
     plans: list[list[dict[str, Any]] | Conflict] = []
     for work in works:
         plan = _plan(work, stored, claimed)
         if not isinstance(plan, Conflict):
-            claimed.update((row["agent_record_id"], row) for row in plan)
+            claimed.update((key_of(row), row) for row in plan)
         plans.append(plan)
 
     new = [row for plan in plans if not isinstance(plan, Conflict) for row in plan]
@@ -115,42 +137,50 @@ def commit_appends(conn: sa.Connection, works: Sequence[AppendWork], thorough: b
             c for work, plan in zip(works, plans, strict=True) if not isinstance(plan, Conflict) for c in work.cited
         ]
         if cited:
-            insert_citations(conn, citations_of(cited, {row["agent_record_id"] for row in new}))
-    sequences = {row["agent_record_id"]: row["sequence"] for row in new}
+            insert_citations(conn, citations_of(cited, {key_of(row) for row in new}))
+    sequences = {key_of(row): row["sequence"] for row in new}
     outcomes: list[list[Stored] | Conflict] = []
     for work, plan in zip(works, plans, strict=True):
         if isinstance(plan, Conflict):
             outcomes.append(plan)
             continue
-        mine = {row["agent_record_id"] for row in plan}
+        mine = {key_of(row) for row in plan}
         outcomes.append(
             [
-                stored[rid] if rid in stored else sequences[rid] if rid in mine else _as_record(claimed[rid])
-                for rid in (row["agent_record_id"] for row in work.rows)
+                stored[key] if key in stored else sequences[key] if key in mine else _as_record(claimed[key])
+                for key in (key_of(row) for row in work.rows)
             ]
         )
     return outcomes
 
 
 def _plan(
-    work: AppendWork, stored: dict[str, Record], claimed: dict[str, dict[str, Any]]
+    work: AppendWork, stored: dict[Key, Record], claimed: dict[Key, dict[str, Any]]
 ) -> list[dict[str, Any]] | Conflict:
     """The rows of `work` to insert, or the Conflict that refuses the whole call."""
-    fresh: dict[str, dict[str, Any]] = {}
+    fresh: dict[Key, dict[str, Any]] = {}
     for row in work.rows:
-        rid = row["agent_record_id"]
-        prior = stored.get(rid) or claimed.get(rid) or fresh.get(rid)
+        key = key_of(row)
+        prior = stored.get(key) or claimed.get(key) or fresh.get(key)
         if prior is None:
-            fresh[rid] = row
-        elif not _same_content(prior, row):
-            return Conflict(f"record {rid} already exists with different content")
+            fresh[key] = row
+        elif (why := _difference(prior, row)) is not None:
+            return Conflict(
+                f"record {row['agent_record_id']} already exists in scenario {row['scenario']!r} with different "
+                f"content ({why}); a retry must send the same record, a new record needs a new agent_record_id"
+            )
     return list(fresh.values())
 
 
-def _same_content(prior: Record | dict[str, Any], row: dict[str, Any]) -> bool:
+def _difference(prior: Record | dict[str, Any], row: dict[str, Any]) -> str | None:
+    """Why `row` is not a retry of the record stored (or claimed) under its key; None when it is."""
     if isinstance(prior, Record):
-        prior = {"content_hash": prior.content_hash, "scenario": prior.scenario, "request_type": prior.request_type}
-    return all(prior[key] == row[key] for key in ("content_hash", "scenario", "request_type"))
+        prior = {"content_hash": prior.content_hash, "request_type": prior.request_type}
+    if prior["request_type"] != row["request_type"]:
+        return f"its request_type is {prior['request_type']!r}, this one's is {row['request_type']!r}"
+    if prior["content_hash"] != row["content_hash"]:
+        return "its payload differs from the stored one"
+    return None
 
 
 def _as_record(row: dict[str, Any]) -> Record:

@@ -55,8 +55,9 @@ class RecordStore(abc.ABC):
     def append(self, records: Sequence[Record]) -> list[Record]:
         """Store `records` atomically and durably (fsync'd) before returning them with their `sequence`.
 
-        A record whose id exists with the same `content_hash` returns the stored one (idempotent retry);
-        the same id with a different hash raises `Conflict` and nothing of the call is stored.
+        Record ids are unique per scenario: the same id in two scenarios names two records. A record whose id
+        exists in its scenario with the same `content_hash` returns the stored one (idempotent retry); the same id
+        with a different hash raises `Conflict` (saying why) and nothing of the call is stored.
         """
 
     @abc.abstractmethod
@@ -64,12 +65,12 @@ class RecordStore(abc.ABC):
         """`append` for the event loop: concurrent calls share one fsync'd transaction (group commit)."""
 
     @abc.abstractmethod
-    def get(self, agent_record_id: str) -> Record | None:
-        """The record with this id, or None."""
+    def get(self, scenario: str, agent_record_id: str) -> Record | None:
+        """The record of `scenario` with this id, or None."""
 
     @abc.abstractmethod
-    def get_many(self, agent_record_ids: Sequence[str]) -> dict[str, Record]:
-        """The records with these ids that exist, by id."""
+    def get_many(self, scenario: str, agent_record_ids: Sequence[str]) -> dict[str, Record]:
+        """The records of `scenario` with these ids that exist, by id."""
 
     @abc.abstractmethod
     def page(
@@ -98,8 +99,8 @@ class RecordStore(abc.ABC):
         """Ids of the reports of `scenario` that cite `agent_record_id`, in sequence order."""
 
     @abc.abstractmethod
-    def mark_consumed(self, agent_record_ids: Sequence[str], step: int) -> None:
-        """Mark records as consumed by learner step `step` (durably)."""
+    def mark_consumed(self, scenario: str, agent_record_ids: Sequence[str], step: int) -> None:
+        """Mark records of `scenario` as consumed by its learner's step `step` (durably)."""
 
     @abc.abstractmethod
     def enforce_retention(self, max_body_bytes: int) -> int:

@@ -33,7 +33,9 @@ def cited_receipts(record: Record) -> tuple[str, ...]:
 
 
 def _insert_statement(insert: Any) -> Any:
-    return insert(citations).on_conflict_do_nothing(index_elements=[citations.c.report_id, citations.c.inference_id])
+    return insert(citations).on_conflict_do_nothing(
+        index_elements=[citations.c.scenario, citations.c.report_id, citations.c.inference_id]
+    )
 
 
 _INSERT = {"postgresql": _insert_statement(postgresql.insert), "sqlite": _insert_statement(sqlite.insert)}
@@ -51,16 +53,16 @@ def insert_citations(conn: sa.Connection, found: Iterable[Citation]) -> None:
 
 def backfill_citations(conn: sa.Connection) -> None:
     """Index the citations of every stored report body (for a store opened before the index existed)."""
-    after = ""
-    while True:  # keyset pages by id: one page of bodies in memory at a time
+    after = ("", "")
+    while True:  # keyset pages by (scenario, id): one page of bodies in memory at a time
         query = (
             sa.select(records.c.agent_record_id, records.c.scenario, records.c.payload)
             .where(
                 records.c.request_type == "report",
                 records.c.payload.is_not(None),
-                records.c.agent_record_id > after,
+                sa.tuple_(records.c.scenario, records.c.agent_record_id) > sa.tuple_(*after),
             )
-            .order_by(records.c.agent_record_id)
+            .order_by(records.c.scenario, records.c.agent_record_id)
             .limit(_BATCH_ROWS)
         )
         page = conn.execute(query).all()
@@ -71,26 +73,33 @@ def backfill_citations(conn: sa.Connection) -> None:
             report = Record(report_id, scenario, "report", orjson.loads(text), content_hash="", created_at=0.0)
             found.extend((report_id, scenario, receipt) for receipt in cited_receipts(report))
         insert_citations(conn, found)
-        after = page[-1][0]
+        after = (page[-1][1], page[-1][0])
 
 
 def citing_reports(conn: sa.Connection, scenario: str, agent_record_id: str) -> list[str]:
     """Ids of the reports of `scenario` that cite `agent_record_id`, in sequence order."""
     query = (
         sa.select(citations.c.report_id)
-        .join(records, records.c.agent_record_id == citations.c.report_id)
+        .join(
+            records,
+            sa.and_(records.c.scenario == citations.c.scenario, records.c.agent_record_id == citations.c.report_id),
+        )
         .where(citations.c.inference_id == agent_record_id, citations.c.scenario == scenario)
         .order_by(records.c.sequence)
     )
     return list(conn.execute(query).scalars())
 
 
-def citations_of(works_rows: Sequence[tuple[str, str, tuple[str, ...]]], new_ids: set[str]) -> list[Citation]:
-    """The citations of the rows a group really inserts (`new_ids`); retried and refused rows cite nothing new."""
-    seen: set[str] = set()
+def citations_of(
+    works_rows: Sequence[tuple[str, str, tuple[str, ...]]], new_keys: set[tuple[str, str]]
+) -> list[Citation]:
+    """The citations of the rows a group really inserts (`new_keys`: (scenario, id)); retried and refused rows
+    cite nothing new."""
+    seen: set[tuple[str, str]] = set()
     found: list[Citation] = []
     for report_id, scenario, receipts in works_rows:
-        if report_id in new_ids and report_id not in seen:
-            seen.add(report_id)
+        key = (scenario, report_id)
+        if key in new_keys and key not in seen:
+            seen.add(key)
             found.extend((report_id, scenario, receipt) for receipt in receipts)
     return found

@@ -11,11 +11,13 @@ from reef.core.records import Record
 
 metadata = sa.MetaData()
 
+# A record id is unique within its scenario (not across them): importing one scenario's export into another of the
+# same deployment keeps the ids its client checks on each receipt, and a report's references resolve in its scenario.
 records = sa.Table(
     "reef_records",
     metadata,
+    sa.Column("scenario", sa.String(128), primary_key=True),
     sa.Column("agent_record_id", sa.String(200), primary_key=True),
-    sa.Column("scenario", sa.String(128), nullable=False),
     sa.Column("sequence", sa.BigInteger, nullable=False),
     sa.Column("request_type", sa.String(16), nullable=False),
     # JSON text written by orjson; NULL once retention evicted the body (the hash is kept).
@@ -65,10 +67,10 @@ scenario_controls = sa.Table(
 citations = sa.Table(
     "reef_citations",
     metadata,
+    sa.Column("scenario", sa.String(128), primary_key=True),
     sa.Column("report_id", sa.String(200), primary_key=True),
     sa.Column("inference_id", sa.String(200), primary_key=True),
-    sa.Column("scenario", sa.String(128), nullable=False),
-    sa.Index("reef_citations_inference", "inference_id"),
+    sa.Index("reef_citations_inference", "scenario", "inference_id"),
 )
 
 

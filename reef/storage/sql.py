@@ -20,10 +20,11 @@ from sqlalchemy.dialects import postgresql, sqlite
 
 from reef.core.records import Record, RequestType
 from reef.storage import rollout_rows
-from reef.storage.appends import AppendWork, chunks, commit_appends, stored_as, stored_records
+from reef.storage.appends import ID_CHUNK, AppendWork, chunks, commit_appends, stored_as, stored_records
 from reef.storage.base import RecordCounts, RecordStore, RolloutRow, ScenarioControl, ScenarioInfo
 from reef.storage.citations import backfill_citations, citing_reports
 from reef.storage.group_commit import GroupCommitWriter, WriterStats
+from reef.storage.migration import migrate
 from reef.storage.schema import citations, metadata, record_from_row, records, scenario_controls, scenarios
 
 SQLITE_FILENAME = "records.sqlite3"
@@ -38,6 +39,7 @@ class SqlRecordStore(RecordStore):
     ) -> None:
         self._read_engine = read_engine
         with read_engine.begin() as conn:
+            migrate(conn)  # a store written by an older Reef, in this same transaction
             indexed = sa.inspect(conn).has_table(citations.name)
             metadata.create_all(conn)
             if not indexed:  # a store from before the citation index: fill it once
@@ -70,15 +72,15 @@ class SqlRecordStore(RecordStore):
         work = AppendWork.of(records)
         return stored_as(records, work, await self._writer.append_async(work))
 
-    def get(self, agent_record_id: str) -> Record | None:
+    def get(self, scenario: str, agent_record_id: str) -> Record | None:
+        query = sa.select(records).where(records.c.scenario == scenario, records.c.agent_record_id == agent_record_id)
         with self._read_engine.connect() as conn:
-            row = conn.execute(sa.select(records).where(records.c.agent_record_id == agent_record_id)).mappings()
-            found = row.first()
+            found = conn.execute(query).mappings().first()
         return record_from_row(found) if found is not None else None
 
-    def get_many(self, agent_record_ids: Sequence[str]) -> dict[str, Record]:
+    def get_many(self, scenario: str, agent_record_ids: Sequence[str]) -> dict[str, Record]:
         with self._read_engine.connect() as conn:
-            return stored_records(conn, agent_record_ids)
+            return stored_records(conn, scenario, agent_record_ids)
 
     def page(
         self,
@@ -121,9 +123,10 @@ class SqlRecordStore(RecordStore):
         with self._read_engine.connect() as conn:
             return citing_reports(conn, scenario, agent_record_id)
 
-    def mark_consumed(self, agent_record_ids: Sequence[str], step: int) -> None:
+    def mark_consumed(self, scenario: str, agent_record_ids: Sequence[str], step: int) -> None:
         if agent_record_ids:
-            self._writer.call(functools.partial(_mark_consumed, ids=list(agent_record_ids), step=step))
+            write = functools.partial(_mark_consumed, scenario=scenario, ids=list(agent_record_ids), step=step)
+            self._writer.call(write)
 
     def enforce_retention(self, max_body_bytes: int) -> int:
         return int(self._writer.call(functools.partial(_evict_oldest, max_body_bytes=max_body_bytes)))
@@ -308,9 +311,10 @@ def _last_within(conn: sa.Connection, conditions: list[Any], limit: int, max_bod
     return last
 
 
-def _mark_consumed(conn: sa.Connection, ids: list[str], step: int) -> None:
+def _mark_consumed(conn: sa.Connection, scenario: str, ids: list[str], step: int) -> None:
     for chunk in chunks(ids):
-        conn.execute(records.update().where(records.c.agent_record_id.in_(chunk)).values(consumed_step=step))
+        mine = (records.c.scenario == scenario, records.c.agent_record_id.in_(chunk))
+        conn.execute(records.update().where(*mine).values(consumed_step=step))
 
 
 def _archive_scenario(conn: sa.Connection, name: str) -> bool:
@@ -325,19 +329,22 @@ def _evict_oldest(conn: sa.Connection, max_body_bytes: int) -> int:
     if excess <= 0:
         return 0
     oldest = (
-        sa.select(records.c.agent_record_id, records.c.body_bytes)
+        sa.select(records.c.scenario, records.c.sequence, records.c.body_bytes)
         .where(records.c.body_bytes > 0)
         .order_by(records.c.created_at, records.c.scenario, records.c.sequence)
     )
-    victims: list[str] = []
-    for rid, body_bytes in conn.execute(oldest):
+    victims: dict[str, list[int]] = {}
+    for scenario, sequence, body_bytes in conn.execute(oldest):
         if excess <= 0:
             break
-        victims.append(rid)
+        victims.setdefault(scenario, []).append(sequence)
         excess -= body_bytes
-    for chunk in chunks(victims):
-        conn.execute(records.update().where(records.c.agent_record_id.in_(chunk)).values(payload=None, body_bytes=0))
-    return len(victims)
+    for scenario, sequences in victims.items():
+        for start in range(0, len(sequences), ID_CHUNK):
+            chunk = sequences[start : start + ID_CHUNK]
+            mine = (records.c.scenario == scenario, records.c.sequence.in_(chunk))
+            conn.execute(records.update().where(*mine).values(payload=None, body_bytes=0))
+    return sum(len(sequences) for sequences in victims.values())
 
 
 def _ensure_scenario(conn: sa.Connection, name: str, recipe: str) -> tuple[ScenarioInfo, bool]:

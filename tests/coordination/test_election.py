@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
@@ -16,10 +14,6 @@ from reef.coordination.election import FileElection, PostgresElection, SoleElect
 from tests.fakes.learning_recipe import DemoRecipe
 from tests.fakes.learning_world import QUESTIONS, consumed_steps, make_settings, open_world, started
 from tests.fakes.training_backend import FakeTrainingBackend
-
-POSTGRES_URL = os.environ.get("REEF_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test").replace(
-    "postgresql+psycopg://", "postgresql://"
-)
 
 
 def test_one_file_lock_holder_per_scenario_and_the_others_name_it(tmp_path: Path) -> None:
@@ -63,24 +57,22 @@ def test_lock_keys_differ_by_deployment_and_scenario() -> None:
 
 
 @pytest.fixture
-def deployment() -> Iterator[str]:
-    try:
-        psycopg.connect(POSTGRES_URL, connect_timeout=3).close()
-    except psycopg.OperationalError:
-        pytest.skip("PostgreSQL is not reachable at 127.0.0.1:5432")
-    yield f"test-{uuid.uuid4().hex}"
+def deployment(postgres_url: str) -> str:
+    return f"test-{uuid.uuid4().hex}"
 
 
 @pytest.mark.postgres
-def test_postgres_advisory_locks_elect_one_leader_and_a_lost_session_loses_it(deployment: str) -> None:
-    a, b = PostgresElection(POSTGRES_URL, deployment, "a"), PostgresElection(POSTGRES_URL, deployment, "b")
-    elsewhere = PostgresElection(POSTGRES_URL, deployment + "-other", "c")
+def test_postgres_advisory_locks_elect_one_leader_and_a_lost_session_loses_it(
+    postgres_url: str, deployment: str
+) -> None:
+    a, b = PostgresElection(postgres_url, deployment, "a"), PostgresElection(postgres_url, deployment, "b")
+    elsewhere = PostgresElection(postgres_url, deployment + "-other", "c")
     try:
         assert a.try_lead("math") and not b.try_lead("math")
         assert elsewhere.try_lead("math")  # another deployment in the same database elects on its own
         assert b.leader_of("math") == "a" and a.holds("math") and not b.holds("math")
         # The leader's connection is cut (as by a network failure or a restarted server): its lock is gone.
-        with psycopg.connect(POSTGRES_URL, autocommit=True) as admin:
+        with psycopg.connect(postgres_url, autocommit=True) as admin:
             admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'a'")
         assert not a.holds("math")
         assert b.try_lead("math") and a.leader_of("math") == "b"

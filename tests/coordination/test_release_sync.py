@@ -2,20 +2,14 @@
 
 from __future__ import annotations
 
-import os
 import queue
 import uuid
 from pathlib import Path
 
-import psycopg
 import pytest
 
 from reef.coordination.hints import PostgresReleaseHints
 from reef.releases.git import GitReleaseStore
-
-POSTGRES_URL = os.environ.get("REEF_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test").replace(
-    "postgresql+psycopg://", "postgresql://"
-)
 
 
 def test_head_ids_reads_every_scenario_head_at_once(tmp_path: Path) -> None:
@@ -33,17 +27,13 @@ def test_head_ids_reads_every_scenario_head_at_once(tmp_path: Path) -> None:
 
 
 @pytest.mark.postgres
-def test_a_publish_hint_reaches_the_other_replicas_of_the_deployment_only() -> None:
-    try:
-        psycopg.connect(POSTGRES_URL, connect_timeout=3).close()
-    except psycopg.OperationalError:
-        pytest.skip("PostgreSQL is not reachable at 127.0.0.1:5432")
+def test_a_publish_hint_reaches_the_other_replicas_of_the_deployment_only(postgres_url: str) -> None:
     deployment = f"test-{uuid.uuid4().hex}"
     heard: queue.Queue[str] = queue.Queue()
     elsewhere: queue.Queue[str] = queue.Queue()
-    listener = PostgresReleaseHints(POSTGRES_URL, deployment)
-    other = PostgresReleaseHints(POSTGRES_URL, deployment + "-other")
-    sender = PostgresReleaseHints(POSTGRES_URL, deployment)
+    listener = PostgresReleaseHints(postgres_url, deployment)
+    other = PostgresReleaseHints(postgres_url, deployment + "-other")
+    sender = PostgresReleaseHints(postgres_url, deployment)
     listener.listen(heard.put)
     other.listen(elsewhere.put)
     try:

@@ -3,37 +3,26 @@
 from __future__ import annotations
 
 import dataclasses
-import os
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
-import psycopg
 import pytest
 import sqlalchemy as sa
 
 from reef.releases import FileCommitLog
 from reef.releases.sql_commit_log import SqlCommitLog
 from reef.storage.sql import postgres_engine
+from tests.conftest import PostgresSchema
 from tests.releases.test_commit_log import commit
 
-POSTGRES_URL = os.environ.get("REEF_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
 pytestmark = pytest.mark.postgres
 
 
 @pytest.fixture
-def engine() -> Iterator[sa.Engine]:
-    libpq = POSTGRES_URL.replace("postgresql+psycopg://", "postgresql://")
-    try:
-        psycopg.connect(libpq, connect_timeout=3).close()
-    except psycopg.OperationalError:
-        pytest.skip("PostgreSQL is not reachable at 127.0.0.1:5432")
-    schema = "reef_commits_" + uuid.uuid4().hex[:10]
-    opened = postgres_engine(POSTGRES_URL, schema, 2)
+def engine(postgres_schema: PostgresSchema) -> Iterator[sa.Engine]:
+    opened = postgres_engine(postgres_schema.url, postgres_schema.name, 2)
     yield opened
     opened.dispose()
-    with psycopg.connect(libpq, autocommit=True) as conn:
-        conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
 
 
 def test_steps_are_listed_in_order_per_scenario_and_survive_a_reopen(engine: sa.Engine) -> None:

@@ -15,6 +15,7 @@ from reef.harness.episodes import PiEpisodes
 from tests.fakes.reef_process import ReefProcess
 
 pytestmark = [
+    pytest.mark.e2e,
     pytest.mark.model,
     pytest.mark.skipif(
         not PiEpisodes.available(), reason="pi (npm i -g @mariozechner/pi-coding-agent) is not installed"

@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-pytestmark = pytest.mark.model
+pytestmark = [pytest.mark.e2e, pytest.mark.model]
 
 
 def test_reef_discover_completes_a_step_with_a_control_and_reports_both_curves(tmp_path) -> None:

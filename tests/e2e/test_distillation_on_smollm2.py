@@ -18,7 +18,7 @@ import pytest
 
 from tests.fakes.reef_process import ReefProcess, wait_for_commits
 
-pytestmark = pytest.mark.model
+pytestmark = [pytest.mark.e2e, pytest.mark.model]
 
 QUESTION = "Reply with only the answer. 17 + 5 ="
 

@@ -15,7 +15,7 @@ import pytest
 from reef.learning.evaluation.holdout import is_held_out
 from tests.fakes.reef_process import ReefProcess
 
-pytestmark = pytest.mark.model
+pytestmark = [pytest.mark.e2e, pytest.mark.model]
 
 ANIMALS = ["cat", "dog", "horse", "goat", "lion", "tiger", "bear", "duck"]
 

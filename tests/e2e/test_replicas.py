@@ -14,23 +14,21 @@ from __future__ import annotations
 import os
 import signal
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
-import psycopg
 import pytest
 
+from tests.conftest import PostgresSchema
 from tests.fakes.reef_process import ReefProcess, free_port
 from tests.fakes.upstream import FakeUpstream, start_fake_upstream
 
+pytestmark = pytest.mark.e2e
+
 SCENARIO = "support"
 ELECTION_TIMEOUT_S = 3.0
-POSTGRES_URL = os.environ.get("REEF_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test").replace(
-    "postgresql+psycopg://", "postgresql://"
-)
 SYNC_BOUND_S = 5.0  # the issue's promise: every replica serves a new release within 5 s of its publish
 # The issue's promise: a new leader within the election timeout; the margin covers reading the status under load.
 TAKEOVER_BOUND_S = ELECTION_TIMEOUT_S + 2.0
@@ -116,16 +114,8 @@ def _consumed_once(commits: list[dict[str, Any]], batches: list[list[str]]) -> N
 
 
 @pytest.fixture
-def database_url() -> Iterator[str]:
-    schema = "reef_replicas_" + uuid.uuid4().hex[:10]
-    try:
-        with psycopg.connect(POSTGRES_URL, autocommit=True, connect_timeout=3) as conn:
-            conn.execute(f'CREATE SCHEMA "{schema}"')
-    except psycopg.OperationalError:
-        pytest.skip("PostgreSQL is not reachable at 127.0.0.1:5432")
-    yield f"{POSTGRES_URL}?options=-csearch_path%3D{schema}"
-    with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
-        conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+def database_url(postgres_schema: PostgresSchema) -> str:
+    return postgres_schema.url_with_search_path
 
 
 @pytest.mark.postgres

@@ -4,27 +4,22 @@ the one both serve."""
 
 from __future__ import annotations
 
-import os
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
-import psycopg
 import pytest
 
 from reef.learning.rollout.assignment import arm_of
+from tests.conftest import PostgresSchema
 from tests.fakes.reef_process import ReefProcess
 from tests.fakes.upstream import FakeUpstream, start_fake_upstream
 
 pytestmark = [pytest.mark.e2e, pytest.mark.postgres]
 
 S = "support"
-POSTGRES_URL = os.environ.get("REEF_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test").replace(
-    "postgresql+psycopg://", "postgresql://"
-)
 
 
 @pytest.fixture(scope="module")
@@ -35,16 +30,8 @@ def upstream() -> Iterator[FakeUpstream]:
 
 
 @pytest.fixture
-def database_url() -> Iterator[str]:
-    schema = "reef_rollout_" + uuid.uuid4().hex[:10]
-    try:
-        with psycopg.connect(POSTGRES_URL, autocommit=True, connect_timeout=3) as conn:
-            conn.execute(f'CREATE SCHEMA "{schema}"')
-    except psycopg.OperationalError:
-        pytest.skip("PostgreSQL is not reachable at 127.0.0.1:5432")
-    yield f"{POSTGRES_URL}?options=-csearch_path%3D{schema}"
-    with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
-        conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+def database_url(postgres_schema: PostgresSchema) -> str:
+    return postgres_schema.url_with_search_path
 
 
 def _wait(check: Callable[[], Any], timeout_s: float, what: str) -> Any:

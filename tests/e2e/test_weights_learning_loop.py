@@ -15,9 +15,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.fakes.reef_process import ReefProcess
+from tests.fakes.reef_process import ReefProcess, wait_considered
 
-pytestmark = pytest.mark.model
+pytestmark = [pytest.mark.e2e, pytest.mark.model]
 
 FRANCE = "What is the capital of France? Answer in one word."
 
@@ -140,10 +140,10 @@ def test_after_a_restart_consumed_records_are_not_trained_again(server: ReefProc
         ReefProcess(state / "reef", *_flags(tasks), port=server.port) as again,
         httpx.Client(base_url=again.url, timeout=60) as client,
     ):
-        time.sleep(3)  # give a (wrongly) resumed learner the chance to start a step
+        records = client.get("/reef/scenarios/good/records", params={"limit": 100}).json()["records"]
+        wait_considered(client, "good", max(r["sequence"] for r in records))  # a wrong resume would step by now
         after = client.get("/reef/scenarios/good/commits").json()["commits"]
         assert after == before
-        records = client.get("/reef/scenarios/good/records", params={"limit": 100}).json()["records"]
         reports = [r for r in records if r["request_type"] == "report"]
         assert reports and all(r["consumed_step"] == before[0]["step"] for r in reports)
         assert _ask(client, "good", "Say hi.").headers["x-reef-release-id"] == head

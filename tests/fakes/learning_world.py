@@ -5,6 +5,7 @@ the same directories, as a process restart would.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 import time
@@ -131,6 +132,17 @@ async def started(world: World, scenario: str = "math") -> World:
     await world.runtime.start()
     await world.runtime.ensure_scenario(scenario)
     return world
+
+
+async def considered(world: World, record: Record, scenario: str = "math", timeout_s: float = 30.0) -> None:
+    """Wait until the learner's loop has decided on `record` (status `records_considered`): whatever that record
+    alone would start has started (and committed) by then."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    while world.runtime.status()["scenarios"][scenario].get("records_considered", 0) < (record.sequence or 0):
+        if loop.time() > deadline:
+            raise AssertionError(f"the learner of {scenario!r} never considered record {record.sequence}")
+        await asyncio.sleep(0.02)
 
 
 def consumed_steps(world: World, scenario: str = "math") -> dict[str, int | None]:

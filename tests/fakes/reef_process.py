@@ -9,7 +9,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import httpx
 
@@ -22,6 +22,9 @@ def free_port() -> int:
 
 class ReefProcess:
     """`python -m reef.cli.main serve …` on a free port, with its state under `state_dir`."""
+
+    # Cleared by tests/conftest.py for a test not marked `e2e`: starting a server is what makes a test end to end.
+    allowed_here: ClassVar[bool] = True
 
     def __init__(
         self,
@@ -43,6 +46,8 @@ class ReefProcess:
         self.process: subprocess.Popen | None = None
 
     def start(self, timeout_s: float = 120.0) -> ReefProcess:
+        if not ReefProcess.allowed_here:
+            raise RuntimeError("a test that starts `reef serve` must be marked `@pytest.mark.e2e`")
         self.state_dir.mkdir(parents=True, exist_ok=True)
         command = [
             self.python,
@@ -110,3 +115,16 @@ def wait_for_commits(
             return commits
         time.sleep(poll_s)
     raise AssertionError(f"fewer than {count} learner steps in {timeout_s} s: {client.get('/reef/status').json()}")
+
+
+def wait_considered(client: httpx.Client, scenario: str, sequence: int, timeout_s: float = 60.0) -> None:
+    """Wait until the server's learner of `scenario` has decided on every record through `sequence` (its status's
+    `records_considered`): whatever those records would start has started, and committed, by then."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        status = client.get("/reef/status").json()["scenarios"].get(scenario, {})
+        if status.get("records_considered", 0) >= sequence:
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"the learner of {scenario!r} never considered record {sequence}: {status}")
+        time.sleep(0.05)

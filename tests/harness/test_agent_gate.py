@@ -120,6 +120,7 @@ def test_a_malformed_agent_task_is_refused_naming_the_field(row, field):
     assert refused.value.field is not None and refused.value.field.startswith(field)
 
 
+@pytest.mark.e2e  # runs `reef serve` (which refuses to start)
 def test_an_unknown_default_adapter_exits_2_naming_the_key(tmp_path: Path) -> None:
     import subprocess
 

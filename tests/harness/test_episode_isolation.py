@@ -4,7 +4,9 @@ without an isolating sandbox."""
 from __future__ import annotations
 
 import json
+import shutil
 import sqlite3
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -25,12 +27,17 @@ async def test_a_sandboxed_episode_cannot_read_the_state_directory_or_the_databa
         connection.execute("create table secrets (value text)")
     (state / "releases.git").mkdir()
     (state / "releases.git" / "HEAD").write_text("ref: refs/heads/main\n")
-    (tmp_path / "episodes").mkdir()
+    # The episode's bridge is a unix socket under its root, whose path must stay within 108 bytes: a short directory
+    # of its own, as pytest's (longer under pytest-xdist) may not be.
+    episodes = Path(tempfile.mkdtemp(prefix="reef-ep-"))
     readable = tmp_path / "bin" / "pi"  # the agent's own install directory stays visible
     paths = [database, state / "releases.git" / "HEAD", readable]
-    result = await PiEpisodes(fake_pi, timeout_s=30, temp_dir=tmp_path / "episodes").run(
-        HarnessTree(), "read:" + ",".join(map(str, paths)), BINDING
-    )
+    try:
+        result = await PiEpisodes(fake_pi, timeout_s=30, temp_dir=episodes).run(
+            HarnessTree(), "read:" + ",".join(map(str, paths)), BINDING
+        )
+    finally:
+        shutil.rmtree(episodes, ignore_errors=True)
     assert result.exit_code == 0 and result.sandboxed, result.stderr_tail
     said = json.dumps(result.trajectory)
     assert f"{database}=hidden" in said and f"{state / 'releases.git' / 'HEAD'}=hidden" in said

@@ -90,6 +90,7 @@ async def test_a_chat_episode_is_one_request_with_the_tree_as_system_prompt_and_
 
 @pytest.mark.model
 @pytest.mark.skipif(not PiEpisodes.available(), reason="pi (npm i -g @mariozechner/pi-coding-agent) is not installed")
+@pytest.mark.e2e
 async def test_a_real_pi_episode_sends_the_rendered_agents_md_to_reef_serving_smollm2(tmp_path):
     reef = ReefProcess(tmp_path / "state", "--inference.model-path", "smollm2", "--learning.recipe", "evolve")
     reef.start(timeout_s=240)

@@ -18,6 +18,8 @@ from reef_client.skill import fetch_skill
 from tests.fakes.reef_process import ReefProcess
 from tests.fakes.upstream import start_fake_upstream
 
+pytestmark = pytest.mark.e2e
+
 SCENARIO = "pulled"
 HEADERS = {"x-reef-scenario": SCENARIO}
 SKILL = {"kind": "skill", "name": "run-tests", "description": "How to run the tests", "text": "Run `make test`."}

@@ -59,6 +59,7 @@ def test_the_replay_shows_every_step_with_its_verdict_mutations_and_scores():
 
 
 @pytest.mark.skipif(shutil.which("chromium") is None, reason="chromium (apt-get install chromium) is not installed")
+@pytest.mark.e2e
 def test_headless_chromium_renders_the_chain(tmp_path):
     path = tmp_path / "replay.html"
     path.write_text(page())

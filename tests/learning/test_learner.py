@@ -6,7 +6,7 @@ import asyncio
 
 from reef.learning.steps import MAX_ATTEMPTS
 from tests.fakes.learning_recipe import FileRecipe
-from tests.fakes.learning_world import QUESTIONS, consumed_steps, make_world, started
+from tests.fakes.learning_world import QUESTIONS, considered, consumed_steps, make_world, started
 from tests.fakes.training_backend import FakeTrainingBackend
 
 Q = list(QUESTIONS)
@@ -61,8 +61,8 @@ async def test_nothing_ready_means_no_step(tmp_path):
 async def test_auto_mode_steps_on_its_own_once_a_batch_is_ready(tmp_path):
     world = await started(make_world(tmp_path, mode="auto"))
     try:
-        world.report("math", Q[0], QUESTIONS[Q[0]])
-        await asyncio.sleep(0.2)
+        first = world.report("math", Q[0], QUESTIONS[Q[0]])
+        await considered(world, first)
         assert world.runtime.commits("math", -1, 10) == []  # one unit is not a batch of two
         world.report("math", Q[1], QUESTIONS[Q[1]])
         for _ in range(400):

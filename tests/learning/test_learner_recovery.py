@@ -34,7 +34,7 @@ async def test_a_crash_after_the_commit_log_before_marking_resumes_without_retra
     world = await started(make_world(tmp_path))
     reports = [world.report("math", q, QUESTIONS[q]) for q in Q[:2]]
 
-    def die(ids, step):
+    def die(scenario, ids, step):
         raise Crash("after the commit point")
 
     world.records.mark_consumed = die

@@ -150,6 +150,7 @@ def test_a_judge_config_with_neither_url_nor_function_is_refused_naming_the_fiel
     assert error.value.field == "recipe_config.votes"
 
 
+@pytest.mark.e2e  # runs `reef serve` (which refuses to start)
 def test_reef_serve_exits_2_naming_the_judge_key_when_no_judge_is_configured(tmp_path) -> None:
     result = subprocess.run(
         [sys.executable, "-m", "reef.cli.main", "serve", "--inference.upstream-url", "http://127.0.0.1:9",

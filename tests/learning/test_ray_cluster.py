@@ -45,7 +45,7 @@ ray = pytest.importorskip("ray")
 RAY = Path(sys.executable).parent / "ray"
 REPO = Path(__file__).resolve().parents[2]
 RESOURCE = "reef_trainer"
-pytestmark = pytest.mark.skipif(not RAY.exists(), reason="the `ray` command is not installed")
+pytestmark = [pytest.mark.e2e, pytest.mark.skipif(not RAY.exists(), reason="the `ray` command is not installed")]
 
 
 class Cluster:

@@ -11,7 +11,7 @@ import pytest
 from reef.core.errors import BadRequest, Conflict, NotFound
 from reef.learning.base import Batch
 from tests.fakes.learning_recipe import FileRecipe
-from tests.fakes.learning_world import QUESTIONS, World, consumed_steps, make_world, started
+from tests.fakes.learning_world import QUESTIONS, World, considered, consumed_steps, make_world, started
 
 Q = list(QUESTIONS)
 
@@ -28,7 +28,7 @@ async def _commits_after(world: World, step: int, timeout_s: float = 20.0) -> li
 async def test_manual_mode_trains_only_on_request_and_the_commit_names_the_request(tmp_path):
     world = await started(make_world(tmp_path, mode="manual", batch_size=4))
     reports = [world.report("math", q, QUESTIONS[q]) for q in Q[:2]]  # half a batch: auto would wait
-    await asyncio.sleep(0.3)
+    await considered(world, reports[-1])
     assert world.runtime.commits("math") == []
 
     queued = await world.runtime.request_step("math")
@@ -77,9 +77,8 @@ async def test_a_second_request_while_one_is_queued_is_a_conflict_and_nothing_re
 async def test_pause_stops_auto_steps_until_resumed(tmp_path):
     world = await started(make_world(tmp_path, mode="auto", batch_size=2))
     await world.runtime.update_control("math", paused=True)
-    for q in Q[:2]:
-        world.report("math", q, QUESTIONS[q])
-    await asyncio.sleep(0.4)
+    reports = [world.report("math", q, QUESTIONS[q]) for q in Q[:2]]  # a whole batch: auto would step
+    await considered(world, reports[-1])
     assert world.runtime.commits("math") == [] and world.runtime.status()["scenarios"]["math"]["paused"]
 
     await world.runtime.update_control("math", paused=False)

@@ -199,6 +199,7 @@ def test_the_serving_modules_import_no_opentelemetry_sdk_or_exporter() -> None:
 # --- a real `reef serve` ----------------------------------------------------------------------------------------
 
 
+@pytest.mark.e2e
 def test_reef_serve_exports_a_span_per_request_with_scenario_receipt_release_and_status(
     tmp_path: Path, collector: OtlpCollector, upstream: FakeUpstream
 ) -> None:
@@ -279,6 +280,7 @@ atexit.register(_loaded)
 """
 
 
+@pytest.mark.e2e
 def test_with_tracing_off_reef_serve_sends_nothing_and_loads_no_opentelemetry_sdk(
     tmp_path: Path, collector: OtlpCollector, upstream: FakeUpstream
 ) -> None:
@@ -315,6 +317,7 @@ def test_with_tracing_off_reef_serve_sends_nothing_and_loads_no_opentelemetry_sd
     assert collector.exports == 0
 
 
+@pytest.mark.e2e  # runs `reef serve` (which refuses to start)
 def test_reef_serve_refuses_to_start_when_tracing_is_asked_for_without_the_packages(tmp_path: Path) -> None:
     without_sdk = (
         "import sys; sys.modules['opentelemetry.sdk'] = None; from reef.cli.main import main; sys.exit(main())"

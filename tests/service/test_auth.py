@@ -24,6 +24,7 @@ def guarded(upstream: FakeUpstream, tmp_path_factory: pytest.TempPathFactory) ->
 CHAT = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
 
 
+@pytest.mark.e2e
 def test_a_request_without_a_token_is_a_401(guarded: ReefProcess) -> None:
     response = httpx.post(guarded.url + "/v1/chat/completions", json=CHAT, headers={"x-reef-scenario": "a"})
     assert response.status_code == 401
@@ -31,11 +32,13 @@ def test_a_request_without_a_token_is_a_401(guarded: ReefProcess) -> None:
     assert httpx.get(guarded.url + "/reef/status").status_code == 401
 
 
+@pytest.mark.e2e
 def test_a_wrong_token_is_a_401(guarded: ReefProcess) -> None:
     headers = {"x-reef-scenario": "a", "authorization": "Bearer nope"}
     assert httpx.post(guarded.url + "/v1/chat/completions", json=CHAT, headers=headers).status_code == 401
 
 
+@pytest.mark.e2e
 def test_bearer_and_x_api_key_are_both_accepted(guarded: ReefProcess) -> None:
     for headers in ({"authorization": f"Bearer {TOKEN}"}, {"x-api-key": "other-token"}):
         response = httpx.post(
@@ -44,11 +47,13 @@ def test_bearer_and_x_api_key_are_both_accepted(guarded: ReefProcess) -> None:
         assert response.status_code == 200, response.text
 
 
+@pytest.mark.e2e
 def test_health_needs_no_token_and_tokens_never_reach_the_log(guarded: ReefProcess) -> None:
     assert httpx.get(guarded.url + "/healthz").status_code == 200
     assert TOKEN not in guarded.output()
 
 
+@pytest.mark.e2e  # runs `reef serve` (which refuses to start)
 def test_print_config_masks_secrets(tmp_path) -> None:
     import subprocess
     import sys
@@ -73,6 +78,7 @@ def test_print_config_masks_secrets(tmp_path) -> None:
     assert "reef.token" in out and "flag" in out
 
 
+@pytest.mark.e2e  # runs `reef serve` (which refuses to start)
 def test_a_bad_setting_exits_2_naming_the_key() -> None:
     import subprocess
     import sys

@@ -27,7 +27,10 @@ from tests.fakes.upstream import FakeUpstream
 playwright_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (dev extra)")
 expect = playwright_api.expect
 CHROMIUM = shutil.which("chromium")
-pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="no `chromium` on PATH (make system-deps installs it)")
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.skipif(CHROMIUM is None, reason="no `chromium` on PATH (make system-deps installs it)"),
+]
 
 TOKEN = "console-token-for-tests"
 SCENARIO = "support"

@@ -7,9 +7,12 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
 
 from tests.fakes.reef_process import ReefProcess
 from tests.fakes.upstream import FakeUpstream
+
+pytestmark = pytest.mark.e2e
 
 SCENARIO = "crash"
 

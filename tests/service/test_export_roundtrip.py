@@ -16,6 +16,8 @@ import pytest
 from tests.fakes.reef_process import ReefProcess
 from tests.fakes.upstream import FakeUpstream
 
+pytestmark = pytest.mark.e2e
+
 A, B = "audit-a", "audit-b"
 
 
@@ -102,3 +104,54 @@ def test_the_export_of_an_unknown_scenario_is_a_404_naming_it(reef: ReefProcess)
     response = httpx.get(f"{reef.url}/reef/scenarios/never-made/records/export", timeout=30)
     assert response.status_code == 404
     assert "never-made" in response.json()["error"]["message"]
+
+
+def test_an_export_imports_into_another_scenario_of_the_same_server_keeping_its_ids(
+    reef: ReefProcess, tmp_path: Path
+) -> None:
+    source_scenario, copy_scenario = "cross-source", "cross-copy"
+    with httpx.Client(base_url=reef.url, timeout=30) as http:
+        receipts = []
+        for n in range(3):
+            body = {"model": "fake-model", "messages": [{"role": "user", "content": f"cross {n}"}]}
+            answer = http.post("/v1/chat/completions", headers={"x-reef-scenario": source_scenario}, json=body)
+            assert answer.status_code == 200, answer.text
+            receipts.append(answer.headers["x-reef-agent-record-id"])
+        report = {"score": 1, "references": receipts[:2]}
+        assert http.post("/reef/report", headers={"x-reef-scenario": source_scenario}, json=report).status_code == 200
+        export = tmp_path / "source.jsonl"
+        export.write_bytes(http.get(f"/reef/scenarios/{source_scenario}/records/export").content)
+
+        imported = run_import(export, reef.url, copy_scenario, "--batch-size", "2")
+
+        assert imported.returncode == 0, imported.stderr + imported.stdout
+        assert "4 records acknowledged" in imported.stdout
+        source, copy = all_records(http, source_scenario), all_records(http, copy_scenario)
+        assert [r["agent_record_id"] for r in copy] == [r["agent_record_id"] for r in source]
+        assert {r["scenario"] for r in source} == {source_scenario} and {r["scenario"] for r in copy} == {copy_scenario}
+        assert [r["payload"] for r in copy] == [r["payload"] for r in source]
+        # Citations resolve within each scenario: the copied report cites the copied inferences.
+        assert copy[0]["cited_by"] == [copy[3]["agent_record_id"]] and source[0]["cited_by"] == [
+            source[3]["agent_record_id"]
+        ]
+
+        # A receipt that exists only in the source scenario is no receipt of the copy.
+        only_there = http.post(
+            "/v1/chat/completions",
+            headers={"x-reef-scenario": source_scenario},
+            json={"model": "fake-model", "messages": [{"role": "user", "content": "later"}]},
+        ).headers["x-reef-agent-record-id"]
+        refused = http.post(
+            "/reef/report", headers={"x-reef-scenario": copy_scenario}, json={"references": [only_there], "score": 1}
+        )
+        assert refused.status_code == 400 and "references[0]" in refused.json()["error"]["message"]
+
+        # Importing the file again is a retry; changing a record under a kept id is a conflict that says why.
+        again = run_import(export, reef.url, copy_scenario, "--progress", str(tmp_path / "again.json"))
+        assert again.returncode == 0, again.stderr + again.stdout
+        changed = {"agent_record_id": receipts[2], "request_type": "inference", "payload": {"request": {"changed": 1}}}
+        clash = http.post("/reef/records", headers={"x-reef-scenario": copy_scenario}, json=changed)
+        assert clash.status_code == 409
+        assert f"already exists in scenario '{copy_scenario}'" in clash.json()["error"]["message"]
+        assert "payload differs" in clash.json()["error"]["message"]
+        assert len(all_records(http, copy_scenario)) == 4

@@ -37,6 +37,7 @@ def test_agent_tokens_without_an_admin_token_are_admin_with_a_warning() -> None:
     assert "reef.admin_tokens" not in scoped and "sandbox:" in scoped
 
 
+@pytest.mark.e2e  # runs `reef serve` (which refuses to start)
 def test_reef_serve_on_a_reachable_host_without_a_token_exits_2(tmp_path) -> None:
     done = subprocess.run(
         [sys.executable, "-m", "reef.cli.main", "serve", "--reef.host", "0.0.0.0", "--storage.dir", str(tmp_path)],

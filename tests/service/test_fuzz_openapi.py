@@ -28,6 +28,8 @@ MAX_EXAMPLES = 8  # per operation and phase
 RUN_DEADLINE_S = 300
 CONFIG = '[warnings]\nfail-on = ["validation_mismatch"]\n'
 
+pytestmark = pytest.mark.e2e
+
 
 def test_the_documented_routes_answer_only_what_the_document_says(upstream: FakeUpstream, tmp_path: Path) -> None:
     st = shutil.which("st") or str(Path(sys.executable).parent / "st")

@@ -24,6 +24,8 @@ from hypothesis import strategies as st
 from tests.fakes.reef_process import ReefProcess
 from tests.fakes.upstream import FakeUpstream
 
+pytestmark = pytest.mark.e2e
+
 CHAT_ROUTE, RESPONSES_ROUTE, MESSAGES_ROUTE, COUNT_ROUTE = (
     "/v1/chat/completions",
     "/v1/responses",

@@ -8,6 +8,8 @@ import pytest
 
 from tests.service.conftest import scenario_headers
 
+pytestmark = pytest.mark.e2e
+
 SCENARIO = "reports"
 OTHER = "reports-other"
 

@@ -12,6 +12,8 @@ import pytest
 from tests.fakes.reef_process import ReefProcess
 from tests.service.conftest import stored_record
 
+pytestmark = pytest.mark.e2e
+
 SCENARIO = "sdk"
 
 

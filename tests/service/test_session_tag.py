@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import httpx
+import pytest
 
 from tests.service.conftest import scenario_headers, stored_record
+
+pytestmark = pytest.mark.e2e
 
 BODY = {"model": "fake-model", "messages": [{"role": "user", "content": "hi"}]}
 

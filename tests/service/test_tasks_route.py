@@ -9,6 +9,8 @@ import pytest
 
 from tests.service.conftest import scenario_headers
 
+pytestmark = pytest.mark.e2e
+
 
 def test_tasks_posted_as_json_or_jsonl_are_listed_with_their_ids(http: httpx.Client):
     first = http.post(

@@ -3,7 +3,6 @@ the contract, the training mode, requested steps with `reef train --wait`, and e
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -13,8 +12,10 @@ import jsonschema
 import pytest
 
 from reef.cli.main import main as reef_cli
-from tests.fakes.reef_process import ReefProcess
+from tests.fakes.reef_process import ReefProcess, wait_considered
 from tests.fakes.upstream import FakeUpstream
+
+pytestmark = pytest.mark.e2e
 
 TOKEN = "training-token"
 S = "ops"
@@ -99,7 +100,7 @@ def test_the_cli_sets_manual_mode_and_a_requested_step_trains_on_half_a_batch(
     code, out = _cli(server, capsys, "training", S, "--mode", "manual")
     assert code == 0 and "training_mode manual" in out
     first = _report(api, "capital of France?", "Paris")  # one of four: auto would wait
-    time.sleep(0.6)
+    wait_considered(api, S, api.get(f"/reef/scenarios/{S}/records/{first}").json()["sequence"])
     assert api.get(f"/reef/scenarios/{S}/commits").json()["commits"] == []
 
     code, out = _cli(server, capsys, "train", S, "keep answers short", "--wait", "--timeout-s", "60")

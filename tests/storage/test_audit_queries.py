@@ -109,7 +109,7 @@ def test_citations_outlive_the_report_body(store: RecordStore) -> None:
     citing = report("s", cited.agent_record_id)
     store.append([cited, citing])
     store.enforce_retention(max_body_bytes=0)
-    assert store.get(citing.agent_record_id).payload is None  # type: ignore[union-attr]
+    assert store.get("s", citing.agent_record_id).payload is None  # type: ignore[union-attr]
     assert store.citing("s", cited.agent_record_id) == [citing.agent_record_id]
 
 

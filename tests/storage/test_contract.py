@@ -29,7 +29,7 @@ def test_an_appended_record_reads_back_as_it_was_given(store: RecordStore) -> No
     (stored,) = store.append([given])
     assert stored.sequence == 1
     assert stored.body_bytes > 0
-    read = store.get(given.agent_record_id)
+    read = store.get("s", given.agent_record_id)
     assert read == stored
     assert read is not None
     assert (read.payload, read.content_hash, read.created_at) == (given.payload, given.content_hash, given.created_at)
@@ -37,8 +37,8 @@ def test_an_appended_record_reads_back_as_it_was_given(store: RecordStore) -> No
 
 
 def test_an_unknown_id_reads_as_none(store: RecordStore) -> None:
-    assert store.get("rec_missing") is None
-    assert store.get_many(["rec_missing"]) == {}
+    assert store.get("s", "rec_missing") is None
+    assert store.get_many("s", ["rec_missing"]) == {}
 
 
 def test_sequences_count_from_one_within_each_scenario(store: RecordStore) -> None:
@@ -66,8 +66,8 @@ def test_a_conflicting_retry_is_refused_and_stores_nothing_of_its_call(store: Re
     innocent = record(n=2)
     with pytest.raises(Conflict, match="rec_taken"):
         store.append([innocent, record(n=99, rid="rec_taken")])
-    assert store.get(innocent.agent_record_id) is None
-    assert store.get("rec_taken").payload == {"request": {"n": 1}, "response": ""}  # type: ignore[union-attr]
+    assert store.get("s", innocent.agent_record_id) is None
+    assert store.get("s", "rec_taken").payload == {"request": {"n": 1}, "response": ""}  # type: ignore[union-attr]
     # The refused call consumed no sequence: the next record follows on.
     assert store.append([record(n=3)])[0].sequence == 2
 
@@ -79,7 +79,7 @@ def test_the_same_id_twice_in_one_call_is_stored_once(store: RecordStore) -> Non
     assert len(store.page("s")) == 1
     with pytest.raises(Conflict):
         store.append([record(n=5, rid="rec_dup"), record(n=6, rid="rec_dup")])
-    assert store.get("rec_dup") is None
+    assert store.get("s", "rec_dup") is None
 
 
 async def test_concurrent_async_appends_are_all_durable_with_unique_sequences(store: SqlRecordStore) -> None:
@@ -91,7 +91,7 @@ async def test_concurrent_async_appends_are_all_durable_with_unique_sequences(st
 
     acked = [r for batch in await asyncio.gather(*(caller(c) for c in range(64))) for r in batch]
     assert sorted(r.sequence for r in acked) == list(range(1, 321))  # type: ignore[type-var]
-    stored = store.get_many([r.agent_record_id for r in acked])
+    stored = store.get_many("busy", [r.agent_record_id for r in acked])
     assert {rid: r.sequence for rid, r in stored.items()} == {r.agent_record_id: r.sequence for r in acked}
     stats = store.stats()
     assert stats.appends >= 320
@@ -105,7 +105,7 @@ def test_concurrent_blocking_appends_from_threads_are_all_durable(store: SqlReco
     with concurrent.futures.ThreadPoolExecutor(16) as pool:
         acked = [r for batch in pool.map(caller, range(16)) for r in batch]
     assert sorted(r.sequence for r in acked) == list(range(1, 161))  # type: ignore[type-var]
-    assert len(store.get_many([r.agent_record_id for r in acked])) == 160
+    assert len(store.get_many("threads", [r.agent_record_id for r in acked])) == 160
 
 
 async def test_a_conflict_in_one_concurrent_caller_does_not_fail_the_others(store: RecordStore) -> None:
@@ -125,7 +125,7 @@ async def test_a_cancelled_caller_leaves_the_writer_serving_the_rest(store: Reco
     abandoned.cancel()
     (later,) = await store.append_async([record(n=2)])
     # The abandoned append was already queued: it commits, and the caller just never hears of it.
-    assert store.get(given.agent_record_id) is not None
+    assert store.get("s", given.agent_record_id) is not None
     assert later.sequence == 2
 
 
@@ -150,12 +150,12 @@ def test_pages_follow_sequences_after_a_cursor(store: RecordStore) -> None:
 def test_get_many_returns_only_the_ids_that_exist(store: RecordStore) -> None:
     stored = store.append([record(n=n) for n in range(3)])
     ids = [r.agent_record_id for r in stored]
-    assert store.get_many([*ids, "rec_missing"]) == {r.agent_record_id: r for r in stored}
+    assert store.get_many("s", [*ids, "rec_missing"]) == {r.agent_record_id: r for r in stored}
 
 
 def test_marked_records_carry_the_learner_step(store: RecordStore) -> None:
     stored = store.append([record(n=n) for n in range(3)])
-    store.mark_consumed([stored[0].agent_record_id, stored[2].agent_record_id, "rec_missing"], step=4)
+    store.mark_consumed("s", [stored[0].agent_record_id, stored[2].agent_record_id, "rec_missing"], step=4)
     assert [r.consumed_step for r in store.page("s")] == [4, None, 4]
 
 
@@ -218,12 +218,12 @@ async def test_a_reopened_store_shows_every_acknowledged_record(open_store: Open
         r for batch in await asyncio.gather(*(first.append_async([record(n=n)]) for n in range(20))) for r in batch
     ]
     first.ensure_scenario("s", "basic")
-    first.mark_consumed([acked[0].agent_record_id], step=1)
+    first.mark_consumed("s", [acked[0].agent_record_id], step=1)
     first.close()
 
     second = open_store()
-    assert second.get_many([r.agent_record_id for r in acked]).keys() == {r.agent_record_id for r in acked}
-    assert second.get(acked[0].agent_record_id).consumed_step == 1  # type: ignore[union-attr]
+    assert second.get_many("s", [r.agent_record_id for r in acked]).keys() == {r.agent_record_id for r in acked}
+    assert second.get("s", acked[0].agent_record_id).consumed_step == 1  # type: ignore[union-attr]
     assert second.scenario("s") is not None
     assert second.append([record(n=99)])[0].sequence == 24
 
@@ -249,7 +249,7 @@ def test_a_closed_store_refuses_appends(store: RecordStore) -> None:
 def test_an_inference_keeps_the_release_and_the_rollout_that_served_it(store: RecordStore) -> None:
     payload = {"request": {}, "response": {}, "release_id": "r-canary", "rollout_id": "rollout_1"}
     (stored,) = store.append([Record.new("s", "inference", payload, created_at=1.0)])
-    again = store.get(stored.agent_record_id)
+    again = store.get("s", stored.agent_record_id)
     assert again is not None and again.release_id() == "r-canary"
     assert again.payload is not None and again.payload["rollout_id"] == "rollout_1"
     assert [r.agent_record_id for r in store.page("s", release_id="r-canary")] == [stored.agent_record_id]
@@ -284,3 +284,56 @@ def test_failed_requests_are_counted_per_rollout_arm(store: RecordStore) -> None
     store.count_rollout_error("rollout_2", "candidate")
     assert store.rollout_errors("rollout_1") == {"candidate": 2, "incumbent": 1}
     assert store.rollout_errors("rollout_3") == {}
+
+
+# ---- record ids are unique per scenario --------------------------------------------------------------------------
+
+
+def test_the_same_id_in_two_scenarios_is_two_records_each_read_in_its_own(store: RecordStore) -> None:
+    mine = record("a", 1, rid="rec_shared")
+    theirs = record("b", 2, rid="rec_shared")
+    (a,) = store.append([mine])
+    (b,) = store.append([theirs])
+    assert (a.scenario, a.sequence, b.scenario, b.sequence) == ("a", 1, "b", 1)
+    assert store.get("a", "rec_shared") == a and store.get("b", "rec_shared") == b
+    assert store.get_many("b", ["rec_shared"]) == {"rec_shared": b}
+    assert store.get("c", "rec_shared") is None and store.get_many("c", ["rec_shared"]) == {}
+    # A retry in each scenario is recognised there.
+    assert store.append([theirs, mine]) == [b, a]
+
+
+def test_one_group_holding_the_same_id_for_two_scenarios_stores_both(store: RecordStore) -> None:
+    stored = store.append([record("a", 1, rid="rec_both"), record("b", 1, rid="rec_both")])
+    assert [(r.scenario, r.sequence) for r in stored] == [("a", 1), ("b", 1)]
+    assert store.get("a", "rec_both") is not None and store.get("b", "rec_both") is not None
+
+
+def test_a_conflict_is_per_scenario_and_says_why(store: RecordStore) -> None:
+    store.append([record("a", 1, rid="rec_once")])
+    store.append([record("b", 99, rid="rec_once")])  # another scenario: no conflict
+    with pytest.raises(Conflict, match=r"rec_once already exists in scenario 'a'.*payload differs"):
+        store.append([record("a", 2, rid="rec_once")])
+    as_report = Record.new("a", "report", {"score": 1.0}, created_at=1.0, agent_record_id="rec_once")
+    with pytest.raises(Conflict, match="its request_type is 'inference', this one's is 'report'"):
+        store.append([as_report])
+
+
+def test_consuming_and_evicting_touch_only_their_own_scenario(store: RecordStore) -> None:
+    store.append([record("a", 1, rid="rec_twin", size=100)])
+    store.append([record("b", 1, rid="rec_twin", size=100)])
+    store.mark_consumed("a", ["rec_twin"], step=3)
+    assert store.get("a", "rec_twin").consumed_step == 3  # type: ignore[union-attr]
+    assert store.get("b", "rec_twin").consumed_step is None  # type: ignore[union-attr]
+    per_body = store.get("a", "rec_twin").body_bytes  # type: ignore[union-attr]
+    assert store.enforce_retention(max_body_bytes=per_body) == 1  # the older one: scenario a's
+    assert store.get("a", "rec_twin").payload is None  # type: ignore[union-attr]
+    assert store.get("b", "rec_twin").payload is not None  # type: ignore[union-attr]
+
+
+def test_a_receipt_of_another_scenario_resolves_to_nothing_in_this_one(store: RecordStore) -> None:
+    (cited,) = store.append([record("a", 1)])
+    citing = Record.new("b", "report", {"score": 1.0, "references": [cited.agent_record_id]}, created_at=2.0)
+    store.append([citing])
+    # What POST /reef/report checks a reference against: the records of the report's own scenario.
+    assert store.get_many("b", [cited.agent_record_id]) == {}
+    assert store.citing("a", cited.agent_record_id) == []

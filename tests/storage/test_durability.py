@@ -61,7 +61,7 @@ def test_every_record_acknowledged_before_a_sigkill_is_readable_after_it(tmp_pat
 
     store = open_record_store("sqlite", directory=tmp_path)
     try:
-        stored = store.get_many(list(acked))
+        stored = store.get_many("crash", list(acked))
         assert {rid: r.sequence for rid, r in stored.items()} == acked
         # Whatever committed after the last receipt is there too, and sequences have no holes.
         everything = store.page("crash", limit=1_000_000)
@@ -115,7 +115,7 @@ async def test_a_dead_writer_process_is_replaced_and_keeps_what_it_acknowledged(
                 continue
         assert store.writer_pid not in (None, pid)
         assert second.sequence == 2
-        assert store.get(first.agent_record_id) is not None
+        assert store.get("w", first.agent_record_id) is not None
         assert [r.sequence for r in store.page("w")] == [1, 2]
     finally:
         store.close()

@@ -17,16 +17,15 @@ router = APIRouter(tags=["feedback"])
 
 
 def _check_references(request: Request, scenario: str, references: list[str]) -> None:
-    found = state_of(request).records.get_many(references)
+    # Receipts resolve within the report's scenario: another scenario's record of the same id is not this one.
+    found = state_of(request).records.get_many(scenario, references)
     for index, receipt in enumerate(references):
         record = found.get(receipt)
         field = f"references[{index}]"
         if record is None:
-            raise BadRequest(f"no record {receipt!r}", field=field)
+            raise BadRequest(f"no record {receipt!r} in scenario {scenario!r}", field=field)
         if record.request_type != "inference":
             raise BadRequest(f"{receipt!r} is a {record.request_type} record, not an inference", field=field)
-        if record.scenario != scenario:
-            raise BadRequest(f"{receipt!r} belongs to another scenario", field=field)
 
 
 @router.post("/reef/report", summary="Report a score and/or feedback citing receipts")

@@ -127,8 +127,8 @@ async def get_record(
 ) -> dict[str, Any]:
     existing_scenario(request, scenario)
     store = state_of(request).records
-    record = store.get(agent_record_id)
-    if record is None or record.scenario != scenario:
+    record = store.get(scenario, agent_record_id)
+    if record is None:
         raise NotFound(f"no record {agent_record_id!r} in scenario {scenario!r}")
     found = {**record.summary(), "payload": record.payload}
     if record.request_type == "inference":

@@ -12,6 +12,7 @@ from reef.inference.local.prompt import chat_messages
 from reef.inference.local.sampling import SamplingParams, pick_tokens, sampling_params
 
 
+@pytest.mark.model
 def test_the_prompt_is_the_models_own_chat_template_ending_with_the_assistant_turn(tokenizer):
     ids = render_prompt_ids(tokenizer, [{"role": "user", "content": [{"type": "text", "text": "Hi there"}]}])
     text = tokenizer.decode(ids)
@@ -28,6 +29,7 @@ def test_a_harness_system_prompt_merges_into_the_clients_system_message_or_comes
     assert added[0] == {"role": "system", "content": "Rules."} and added[1]["role"] == "user"
 
 
+@pytest.mark.model
 def test_assistant_tool_calls_and_tool_results_render_without_a_template_error(tokenizer):
     messages = [
         {"role": "user", "content": "Weather?"},
@@ -93,6 +95,7 @@ def test_unseeded_rows_draw_together_from_their_own_temperatures_and_never_pick_
     assert all(c.logprob == pytest.approx(float(torch.log_softmax(logits[0], -1)[c.token_id])) for c in choices[:2])
 
 
+@pytest.mark.model
 def test_text_that_may_begin_a_stop_string_is_held_back_and_the_stop_string_is_cut(tokenizer):
     tracker = TextTracker(tokenizer, ("STOP",))
     pieces = [tracker.push(t) for t in tokenizer("Hello world ST", add_special_tokens=False)["input_ids"]]

@@ -9,7 +9,7 @@ import pytest
 
 from tests.fakes.reef_process import ReefProcess
 
-pytestmark = pytest.mark.model
+pytestmark = [pytest.mark.e2e, pytest.mark.model]
 
 QUESTION = "What is the capital of France? Answer in one word."
 HEADERS = {"x-reef-scenario": "geo"}

@@ -57,6 +57,7 @@ def test_text_or_no_response_format_leaves_decoding_free_and_a_schema_becomes_a_
     assert sampling_params(body({"type": "json_object"}), 16).grammar is not None
 
 
+@pytest.mark.model
 def test_the_mask_allows_only_tokens_that_keep_the_answer_valid_and_ends_it_when_complete(tokenizer) -> None:
     grammar = grammar_of(body(json_schema(TRIPLES)))
     assert grammar is not None
@@ -74,6 +75,7 @@ def test_the_mask_allows_only_tokens_that_keep_the_answer_valid_and_ends_it_when
     assert constraint.complete
 
 
+@pytest.mark.model
 def test_numbers_outside_the_schemas_bounds_or_precision_are_masked_out(tokenizer) -> None:
     grammar = grammar_of(body(json_schema(TRIPLES)))
     assert grammar is not None
@@ -102,6 +104,7 @@ def test_masked_sampling_picks_an_allowed_token_and_records_the_models_own_log_p
     assert set(sampled) <= {2, 3} and len(set(sampled)) == 2
 
 
+@pytest.mark.model
 def test_a_failed_matcher_allows_only_the_end_of_the_sequence(tokenizer) -> None:
     grammar = grammar_of(body(json_schema(TRIPLES)))
     assert grammar is not None
@@ -111,6 +114,7 @@ def test_a_failed_matcher_allows_only_the_end_of_the_sequence(tokenizer) -> None
     assert mask.nonzero().flatten().tolist() == [tokenizer.eos_token_id]
 
 
+@pytest.mark.model
 def test_the_schema_is_a_plain_json_schema_that_a_seed_answer_satisfies(tokenizer) -> None:
     grammar = grammar_of(body(json_schema(TRIPLES)))
     assert grammar is not None
