@@ -216,10 +216,16 @@ def test_archiving_a_scenario_hides_its_releases_and_frees_its_name(open_store, 
 
 
 def test_scenario_names_with_colons_and_dots_are_stored(store, content):
-    for name in ("team:agent.v1", "..", "a.lock"):
+    for name in ("team:agent.v1", "...", "a.lock"):
         release = store.publish(name, content(name, {"a": name}), None)
         assert store.head(name) == release
         assert release.scenario == name
+
+
+def test_a_scenario_named_dot_dot_is_refused_and_nothing_is_published(store, content):
+    with pytest.raises(BadRequest) as refused:
+        store.publish("..", content("up", {"a": "1"}), None)
+    assert refused.value.field == "scenario"
 
 
 def test_content_using_a_reserved_name_is_refused(store, content):
