@@ -41,9 +41,11 @@ system-deps:
 	fi
 	@python3 scripts/install_agents.py || echo "some coding agents are not installed: their tests will be skipped"
 
-# Every tier: the fast one, the real model (`model`) and whatever starts a server, browser, Ray or agent (`e2e`).
+# Every tier: the fast one (one worker per core), then, one at a time, the real model (`model`) and whatever starts a
+# server, browser, Ray or agent (`e2e`).
 test: setup setup-llamacpp system-deps
-	$(PY) -m pytest -q -p no:cacheprovider
+	$(PY) -m pytest -q -p no:cacheprovider -n auto -m "not model and not e2e"
+	$(PY) -m pytest -q -p no:cacheprovider -m "model or e2e"
 
 # No model, no llama.cpp build, no server process: the tier to run while working (docs/developer/testing.md).
 # One pytest worker per core (pytest-xdist): these tests share no server, port or schema.
