@@ -2,7 +2,6 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip -q --disable-pip-version-check
-PI_VERSION ?= 0.73.1
 
 LLAMA_CPP_PYTHON ?= 0.3.36
 
@@ -29,7 +28,8 @@ $(VENV)/.llamacpp: $(VENV)/.installed scripts/build_llamacpp.py
 	  || echo "llama-cpp-python not built (it needs cmake and a C++ compiler): the llama.cpp forward's tests will be skipped"
 
 # Git LFS (weight files in releases), bubblewrap (sandboxed episodes), chromium (replay page test), wrk (proxy
-# benchmark), the pi agent.
+# benchmark), the coding agents the harness gate runs (pi, Claude Code, Codex, opencode), each at the version its
+# adapter pins (`requires.version` in reef/harness/adapters/*.json); the installed `--version` is checked.
 system-deps:
 	@if command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then \
 	  missing=""; \
@@ -39,9 +39,7 @@ system-deps:
 	  command -v wrk >/dev/null || missing="$$missing wrk"; \
 	  if [ -n "$$missing" ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; fi; \
 	fi
-	@if command -v npm >/dev/null && ! command -v pi >/dev/null; then \
-	  npm install -g --silent @mariozechner/pi-coding-agent@$(PI_VERSION) >/dev/null 2>&1 || echo "pi agent not installed: its tests will be skipped"; \
-	fi
+	@python3 scripts/install_agents.py || echo "some coding agents are not installed: their tests will be skipped"
 
 test: setup setup-llamacpp system-deps
 	$(PY) -m pytest -q -p no:cacheprovider

@@ -20,6 +20,7 @@ from reef.core.settings import Settings
 # Environment variables that stand in for a key when neither the file nor a flag sets it.
 ENVIRONMENT_FALLBACKS: dict[str, tuple[str, str]] = {
     "REEF_TOKEN": ("reef", "token"),
+    "REEF_ADMIN_TOKEN": ("reef", "admin_tokens"),
     "REEF_UPSTREAM_URL": ("inference", "upstream_url"),
     "REEF_UPSTREAM_MODEL": ("inference", "upstream_model"),
     "REEF_UPSTREAM_API_KEY": ("inference", "upstream_api_key"),

@@ -12,6 +12,7 @@ import functools
 import logging
 from typing import Any
 
+from reef.application.rollout import Rollouts, check_rollout
 from reef.application.scenarios import Scenarios
 from reef.application.search import serving_search
 from reef.application.serving import ServingContexts, release_dir
@@ -22,8 +23,10 @@ from reef.core.releases import Release, ReleaseOperation
 from reef.core.settings import Settings
 from reef.inference.base import Engine, RequestContext
 from reef.learning.base import Evaluator, Recipe, Selector
+from reef.learning.budget import MeteredEngine, UpstreamBudget, usage_tokens
 from reef.learning.control import contract
 from reef.learning.evaluation.defaults import default_evaluator, default_selector
+from reef.learning.evaluation.task_origin import refuse_code_from_traffic
 from reef.learning.evaluation.task_store import parse_tasks_body
 from reef.learning.evaluation.tasks import GateTasks
 from reef.learning.gate import GateSources
@@ -52,8 +55,12 @@ class Runtime:
         backend_factory: Any = None,
         election: Election | None = None,
         hints: ReleaseHints | None = None,
+        budget: UpstreamBudget | None = None,
     ) -> None:
         self.settings = settings
+        self.budget = budget or UpstreamBudget(settings.learning.max_upstream_tokens_per_hour)
+        # The learner's own model calls (gate generations, proposer, judge) count against the budget.
+        learner_engine = MeteredEngine(engine, self.budget) if self.budget.max_tokens_per_hour else engine
         self.records = records
         self.release_store = releases
         self.commit_log = commits
@@ -63,20 +70,19 @@ class Runtime:
 
             recipe = load_recipe(settings.learning.recipe, settings)
         self.recipe: Recipe = recipe
+        check_rollout(settings, recipe.surface)
         self.learns = recipe.processor() is not None
         self.gate = GateSources(settings)
         self.evaluator = evaluator or default_evaluator(
             recipe,
-            engine,
+            learner_engine,
             settings,
             context_for=self.context_for,
             gate_for=self.gate_tasks,
             harness_prompt=recipe.serving_prompt,
             release_dir=functools.partial(release_dir, releases),
         )
-        self.serving = ServingContexts(
-            recipe, releases, engine, prepends_prompt=not getattr(self.evaluator, "runs_agent", False)
-        )
+        self.serving = ServingContexts(recipe, releases, engine, prepends_prompt=not self.evaluator.runs_agent)
         self.selector = selector or default_selector(recipe, settings)
         self._started = False
         self.scenarios = Scenarios(
@@ -94,14 +100,30 @@ class Runtime:
             serving=self.serving,
             election=election or SoleElection(settings.reef.replica_id),
             hints=hints or NoHints(),
+            learner_engine=learner_engine,
+            budget=self.budget,
         )
         self.replica = self.scenarios.replica
+        self.rollouts = Rollouts(
+            settings,
+            records,
+            releases,
+            self.serving,
+            surface=recipe.surface,
+            leads=lambda name: name in self.scenarios.learners,
+            learner_of=self.scenarios.learners.get,
+            commit_lock=self.scenarios.commit_lock,
+            published=self.scenarios.published,
+        )
+        self.scenarios.rollouts = self.rollouts
 
     # ---- lifecycle -------------------------------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Serve each live scenario's head release, then start (and resume) its learner."""
+        """Serve each live scenario's head release, then start (and resume) its learner and the rollout checks."""
+        await self.rollouts.sync()
         scenarios = await self.scenarios.start()
+        self.rollouts.start()
         self._started = True
         log.info(
             "runtime: replica %s, %d scenarios (leading %d), recipe %s, learning %s",
@@ -114,6 +136,7 @@ class Runtime:
 
     async def stop(self) -> None:
         """Stop every learner (unacknowledged batches are retried at the next start), then give up its locks."""
+        await self.rollouts.stop()
         await self.scenarios.stop()
 
     # ---- scenarios -------------------------------------------------------------------------------------------
@@ -136,6 +159,29 @@ class Runtime:
     def context_for(self, scenario: str, release_id: str | None) -> RequestContext:
         """The request context: the serving release, or a pinned one (NotFound if it is not the scenario's)."""
         return self.serving.context_for(scenario, release_id)
+
+    def route(self, scenario: str, release_id: str | None, tags: dict[str, str]) -> tuple[RequestContext, str | None]:
+        """A request's context: a pinned release, else an open rollout's arm for its sticky key, else the serving
+        release; and the id of the rollout that chose it (None when none did)."""
+        return self.rollouts.route(scenario, release_id, tags)
+
+    async def request_failed(self, scenario: str, rollout_id: str, ctx: RequestContext) -> None:
+        """A request a rollout routed failed (5xx, timeout): it counts against its arm."""
+        await self.rollouts.failed(scenario, rollout_id, ctx)
+
+    def rollout(self, scenario: str) -> dict[str, Any]:
+        """The scenario's open or last rollout (`state` `none` when it never had one)."""
+        self._require(scenario)
+        return self.rollouts.view(scenario)
+
+    def rollout_views(self) -> dict[str, dict[str, Any]]:
+        """Every live scenario's open or last rollout, for the metrics (scenarios that never had one left out)."""
+        return self.rollouts.views(self.scenarios.known)
+
+    async def end_rollout(self, scenario: str, action: str) -> dict[str, Any]:
+        """Promote or roll back the scenario's open rollout now; Conflict when none is open."""
+        self._require(scenario)
+        return await self.rollouts.act(scenario, action)
 
     def validate_report(self, scenario: str, report: dict[str, Any]) -> None:
         """Check a report against the recipe's schema; raises BadRequest naming the field."""
@@ -162,11 +208,16 @@ class Runtime:
     # ---- releases and commits --------------------------------------------------------------------------------
 
     def releases(self, scenario: str) -> list[dict[str, Any]]:
-        """Every release of `scenario`, newest first, marking the serving one `current`."""
+        """Every release of `scenario`, newest first, marking the serving one `current` and an open rollout's
+        candidate `canary`."""
         self._require(scenario)
         head = self.release_store.head(scenario)
         current = head.release_id if head is not None else None
-        return [release.to_json(current=release.release_id == current) for release in self.release_store.list(scenario)]
+        canary = self.rollouts.open_candidate(scenario)
+        return [
+            {**release.to_json(current=release.release_id == current), "canary": release.release_id == canary}
+            for release in self.release_store.list(scenario)
+        ]
 
     async def rollback(self, scenario: str, release_id: str) -> Release:
         """Serve an earlier release again, as a new release; Conflict if it is pending or already serving."""
@@ -178,7 +229,9 @@ class Runtime:
 
     async def _restore(self, scenario: str, release_id: str, operation: ReleaseOperation) -> Release:
         self._require(scenario)
+        self.rollouts.require_none_open(scenario, operation)
         async with self.scenarios.commit_lock(scenario):
+            self.rollouts.require_none_open(scenario, operation)
             target = await asyncio.to_thread(self.release_store.get, scenario, release_id)
             head = await asyncio.to_thread(self.release_store.head, scenario)
             if operation == "promote" and not target.pending:
@@ -187,6 +240,10 @@ class Runtime:
                 raise Conflict(f"release {release_id} is pending; promote it instead")
             if operation == "rollback" and head is not None and head.release_id == release_id:
                 raise Conflict(f"release {release_id} is already serving")
+            if operation == "promote" and self.rollouts.canary(scenario):
+                # Rollout mode canary: a reviewed release earns its traffic in a rollout, as a gate winner does.
+                await self.rollouts.begin(scenario, target, head)
+                return target
             release = await asyncio.to_thread(self.release_store.republish, scenario, release_id, operation)
             await self.scenarios.published(scenario, release)
         log.info("runtime: %s %s of %s → %s", scenario, operation, release_id, release.release_id)
@@ -217,11 +274,17 @@ class Runtime:
         self._require(scenario)
         return {"tasks": self.gate.store.rows(scenario), "gate": self.gate_tasks(scenario).to_json()}
 
+    def count_learner_usage(self, scenario: str, usage: dict[str, Any] | None) -> None:
+        """Count what one of the learner's own requests that came over `/v1` (a gate episode's) spent upstream."""
+        self.budget.spend(scenario, usage_tokens(usage))
+
     async def add_tasks(self, scenario: str, body: bytes) -> dict[str, Any]:
         """Validate and store gate tasks given as a request body (`{"tasks": [...]}` or JSONL); BadRequest names
         the task and field of the first problem, and then nothing is stored."""
         self._require(scenario)
         rows = parse_tasks_body(body, self.settings.evaluation.max_tasks_bytes)
+        evaluation = self.settings.evaluation
+        refuse_code_from_traffic(rows, evaluation.allow_api_code, evaluation.checker_modules)
         added = await asyncio.to_thread(self.gate.store.add, scenario, rows)
         await self._regate(scenario)
         return {"added": len(added), "tasks": added, "gate": self.gate_tasks(scenario).to_json()}
@@ -276,16 +339,26 @@ class Runtime:
         )
 
     async def update_control(
-        self, scenario: str, training_mode: str | None = None, paused: bool | None = None
+        self,
+        scenario: str,
+        training_mode: str | None = None,
+        paused: bool | None = None,
+        rollout_mode: str | None = None,
     ) -> dict[str, Any]:
-        """Set the scenario's training mode and/or pause or resume its learning (stored, kept across restarts)."""
+        """Set the scenario's training mode, pause or resume its learning, and/or set its rollout mode (stored,
+        kept across restarts)."""
         learner = self._learner(scenario, field="scenario")
-        return {"scenario": scenario, **await learner.set_control(training_mode, paused)}
+        if rollout_mode is not None:
+            await self.rollouts.set_mode(scenario, rollout_mode)
+        changes = training_mode is not None or paused is not None
+        control = await learner.set_control(training_mode, paused) if changes else learner.control()
+        return {"scenario": scenario, **control, "rollout_mode": self.rollouts.mode(scenario)}
 
     async def request_step(
         self, scenario: str, text: str | None = None, release_id: str | None = None
     ) -> dict[str, Any]:
-        """Queue a learner step of `scenario` now (see `Learner.request_step`)."""
+        """Queue a learner step of `scenario` now (see `Learner.request_step`); Conflict while a rollout is open."""
+        self.rollouts.require_none_open(scenario, "a requested step")
         return await self._learner(scenario).request_step(text, release_id)
 
     def contract(self, scenario: str) -> dict[str, Any]:

@@ -22,8 +22,10 @@ from reef.core.releases import Release
 from reef.core.settings import Settings
 from reef.inference.base import Engine
 from reef.learning.base import Evaluator, Recipe, Selector
+from reef.learning.budget import UpstreamBudget
 from reef.learning.gate import GateSources
 from reef.learning.learner import Learner
+from reef.learning.rollout.hooks import RolloutHooks
 from reef.releases.base import CommitLog, ReleaseStore
 from reef.storage.base import RecordStore, ScenarioInfo
 
@@ -50,12 +52,16 @@ class Scenarios:
         serving: ServingContexts,
         election: Election,
         hints: ReleaseHints,
+        learner_engine: Engine | None = None,
+        budget: UpstreamBudget | None = None,
     ) -> None:
         self.settings = settings
         self.records = records
         self.release_store = releases
         self.commit_log = commits
         self.engine = engine
+        self.learner_engine = learner_engine or engine  # the engine its learners call (metered under a budget)
+        self.budget = budget
         self.recipe = recipe
         self.learns = learns
         self.evaluator = evaluator
@@ -63,6 +69,7 @@ class Scenarios:
         self._backend_factory = backend_factory
         self.gate = gate
         self.serving = serving
+        self.rollouts: RolloutHooks | None = None  # set by the runtime: how accepted releases roll out
         self.known: set[str] = set()
         self.learners: dict[str, Learner] = {}
         self._creation_locks: dict[str, asyncio.Lock] = {}
@@ -85,9 +92,8 @@ class Scenarios:
     async def start(self) -> list[ScenarioInfo]:
         """Serve each live scenario's head release, then start (and resume) its learner; the live scenarios."""
         scenarios = await asyncio.to_thread(self.records.scenarios)
-        check_teacher = getattr(self.recipe, "check_teacher", None)
-        if callable(check_teacher):  # a distillation teacher release must exist before anything trains on it
-            await asyncio.to_thread(check_teacher, self.release_store, [info.name for info in scenarios])
+        # A distillation teacher release must exist before anything trains on it.
+        await asyncio.to_thread(self.recipe.check_teacher, self.release_store, [info.name for info in scenarios])
         for info in scenarios:
             await self._bring_up(info.name)
         self.replica.start()
@@ -160,7 +166,7 @@ class Scenarios:
             records=self.records,
             releases=self.release_store,
             commits=self.commit_log,
-            engine=self.engine,
+            engine=self.learner_engine,
             evaluator=self.evaluator,
             selector=self.selector,
             activate=self.published,
@@ -168,6 +174,8 @@ class Scenarios:
             backend_factory=self._backend_factory,
             gate=self.gate,
             leading=lambda: self.replica.holds(name),
+            rollouts=self.rollouts,
+            budget=self.budget,
         )
 
     def commit_lock(self, scenario: str) -> asyncio.Lock:
@@ -221,9 +229,7 @@ class Scenarios:
         async with self.commit_lock(name):
             await asyncio.to_thread(self.gate.store.clear, name)
             await asyncio.to_thread(self.records.archive_scenario, name)
-            archive = getattr(self.release_store, "archive", None)
-            if callable(archive):
-                await asyncio.to_thread(archive, name)
+            await asyncio.to_thread(self.release_store.archive, name)
             await self.engine.activate(name, None, None)
         self.serving.forget(name)
 

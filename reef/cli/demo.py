@@ -6,8 +6,9 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from reef.demo.recipes import PROFILES, recipe_config_flag, serve_flags_flag, task_count_flag
+from reef.demo.recipes import PROFILES, recipe_config_flag, seed_count_flag, serve_flags_flag, task_count_flag
 from reef.demo.run import VALIDATION_TASKS
+from reef.demo.suites import SUITES
 
 
 def add_demo_command(subparsers: Any) -> None:
@@ -33,7 +34,29 @@ def add_demo_command(subparsers: Any) -> None:
     parser.add_argument("--keep-state", action="store_true", help="keep the state directory afterwards")
     parser.add_argument("--learning-rate", type=float, help="override the recipe's training learning rate")
     parser.add_argument("--epochs", type=int, help="override the recipe's epochs per batch")
-    parser.add_argument("--seed", type=int, default=0, help="task generation seed")
+    parser.add_argument("--seed", type=int, default=0, help="task generation seed (the first one, with --seeds)")
+    parser.add_argument(
+        "--seeds",
+        type=seed_count_flag,
+        default=1,
+        metavar="K",
+        help="run the demo at K seeds (--seed, --seed+1, …), each with its task instances regenerated, and report "
+        "baseline, final and each control as means over the seeds with 95%% intervals over the seeds (default 1)",
+    )
+    parser.add_argument(
+        "--suite",
+        choices=sorted(SUITES),
+        default="skills",
+        help="skills (default): short answers the base model knows but buries in a sentence; catalogue: an "
+        "invented product catalogue (codes to departments) asked in phrasings never trained on",
+    )
+    parser.add_argument(
+        "--no-controls",
+        dest="controls",
+        action="store_false",
+        help="skip the control arms (weights recipes: the base model with the suite's instruction and solved "
+        "examples; harness methods: the method with its proposer off, a second run)",
+    )
     parser.add_argument(
         "--validation-tasks",
         type=task_count_flag,
@@ -69,10 +92,21 @@ def add_demo_command(subparsers: Any) -> None:
         help="more `reef serve` flags after the demo's own (a later flag wins), e.g. "
         "--serve-flags='--inference.dtype float32 --training.compute-dtype float32' to measure another precision",
     )
+    parser.add_argument(
+        "--rollout",
+        choices=["immediate", "canary"],
+        default="immediate",
+        help="canary: show a live rollout instead (sft; a better release promoted, a worse one the gate accepts "
+        "rolled back by scripted users' reports; prints the reports each decision took and who saw the canary)",
+    )
     parser.set_defaults(handler=_run)
 
 
 def _run(args: argparse.Namespace) -> int:
+    if args.rollout == "canary":
+        from reef.demo.rollout import run_rollout_demo
+
+        return run_rollout_demo(args)
     from reef.demo.run import run_demo
 
     return run_demo(args)

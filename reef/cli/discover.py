@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from reef.demo.discover import RECIPES
+from reef.demo.recipes import seed_count_flag
 
 
 def add_discover_command(subparsers: Any) -> None:
@@ -22,7 +23,20 @@ def add_discover_command(subparsers: Any) -> None:
     )
     parser.add_argument("--time-budget", type=float, default=600.0, help="seconds for the whole command (600)")
     parser.add_argument("--recipe", choices=RECIPES, default="tttd", help="tttd (entropic), tttd-mean or guidance_ttt")
-    parser.add_argument("--control", action="store_true", help="also run the same search with training off")
+    parser.add_argument(
+        "--control",
+        action="store_true",
+        help="also run, for as many steps inside the same budget, the search with training off (frozen) and a random "
+        "policy over the same edit menu",
+    )
+    parser.add_argument(
+        "--seeds",
+        type=seed_count_flag,
+        default=1,
+        metavar="K",
+        help="run the whole command K times (seeds --seed, --seed+1, …) and report means over them (default 1)",
+    )
+    parser.add_argument("--seed", type=int, default=0, help="the first seed (the random policy's draws)")
     parser.add_argument("--option", action="append", default=[], help="problem option KEY=VALUE (e.g. n=6)")
     parser.add_argument(
         "--temperature", type=float, default=1.0, help="sampling temperature (1.0: the policy the gradient trains)"

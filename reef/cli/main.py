@@ -1,4 +1,4 @@
-"""The `reef` command line: serve, demo, status, releases, rollback, promote, train, training."""
+"""The `reef` command line: serve, demo, status, releases, rollback, promote, train, training, rollout."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from typing import Any
 from reef.cli.demo import add_demo_command
 from reef.cli.discover import add_discover_command
 from reef.cli.releases import add_release_commands
+from reef.cli.rollout import add_rollout_command
 from reef.cli.serve import add_serve_command
 from reef.cli.status import add_status_command
 from reef.cli.training import add_training_commands
@@ -39,6 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_discover_command(subparsers)
     add_release_commands(subparsers)
     add_training_commands(subparsers)
+    add_rollout_command(subparsers)
     return parser
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import logging
 import sys
 from pathlib import Path
@@ -13,8 +14,11 @@ from rich.console import Console
 from rich.table import Table
 
 from reef.application.config import ConfigError, describe_settings, load_settings, parse_overrides
+from reef.application.exposure import check_exposure, startup_warnings
 from reef.core.errors import BadRequest
 from reef.core.settings import Settings
+from reef.learning.recipe_config import resolved_rows
+from reef.learning.recipes_registry import recipe_class
 from reef.observability import tracing
 
 log = logging.getLogger("reef")
@@ -25,7 +29,7 @@ def add_serve_command(subparsers: Any) -> None:
         "serve",
         help="run the Reef HTTP service",
         description=(
-            "Run the Reef service. Settings come from defaults, environment fallbacks (REEF_TOKEN, "
+            "Run the Reef service. Settings come from defaults, environment fallbacks (REEF_TOKEN, REEF_ADMIN_TOKEN, "
             "REEF_UPSTREAM_URL, REEF_UPSTREAM_MODEL, REEF_UPSTREAM_API_KEY, REEF_DATABASE_URL), the YAML file "
             "given with -c, and dotted flags such as --reef.port 8900 or --inference.upstream-url URL "
             "(later layers win). Every key: docs/reference/configuration.md."
@@ -50,6 +54,11 @@ def print_config(settings: Settings, sources: dict[str, str]) -> None:
         table.add_column(column)
     for key, value, source in describe_settings(settings, sources):
         table.add_row(key, value, source)
+    # The recipe's configuration key by key, defaults filled in (already validated by the startup checks).
+    given_by = sources.get("learning.recipe_config", "default")
+    model = recipe_class(settings.learning.recipe).config_model
+    for name, value, given in resolved_rows(model, settings.learning.recipe_config):
+        table.add_row(f"learning.recipe-config.{name}", json.dumps(value), given_by if given else "default")
     Console(width=140).print(table)
 
 
@@ -134,12 +143,24 @@ def open_coordination(settings: Settings) -> tuple[Any, Any, Any]:
 
 def run_serve(args: argparse.Namespace, extra: list[str]) -> int:
     settings, sources = resolve(args, extra)
+    from reef.application.startup import check_startup
+
+    try:  # in their documented order, before any engine, model or store is opened
+        check_startup(settings)
+    except ConfigError as exc:
+        print(f"reef: configuration error: {exc}", file=sys.stderr)
+        return 2
     if args.print_config:
         print_config(settings, sources)
         return 0
     logging.basicConfig(level=settings.reef.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     from reef.cli.workers import Supervisor, is_worker
 
+    try:
+        check_exposure(settings)
+    except ConfigError as exc:
+        print(f"reef: configuration error: {exc}", file=sys.stderr)
+        return 2
     if settings.reef.workers > 1 and not is_worker():
         argv = (["-c", str(args.config)] if args.config else []) + list(extra)
         return Supervisor(settings, argv).run()
@@ -156,6 +177,8 @@ def run_serve(args: argparse.Namespace, extra: list[str]) -> int:
         prefix = "learning." if (exc.field or "").startswith("recipe_config") else ""
         print(f"reef: configuration error: {prefix}{exc.message}", file=sys.stderr)
         return 2
+    for line in startup_warnings(settings):
+        (log.info if line.startswith("sandbox: bubblewrap") else log.warning)("%s", line)
     if traced is not None:
         log.info("tracing: spans go to %s (service.name %s)", traced.url, settings.observability.service_name)
     try:

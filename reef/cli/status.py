@@ -13,9 +13,11 @@ from rich.table import Table
 
 
 def add_server_flags(parser: argparse.ArgumentParser) -> None:
-    """`--url` and `--token` (env REEF_URL, REEF_TOKEN) for commands that talk to a running server."""
+    """`--url` and `--token` (env REEF_URL, REEF_ADMIN_TOKEN else REEF_TOKEN) for commands that talk to a running
+    server (operator commands: rollback, promote, training control need an admin token where one is configured)."""
     parser.add_argument("--url", default=os.environ.get("REEF_URL", "http://127.0.0.1:8900"), help="server URL")
-    parser.add_argument("--token", default=os.environ.get("REEF_TOKEN"), help="bearer token (env REEF_TOKEN)")
+    token = os.environ.get("REEF_ADMIN_TOKEN") or os.environ.get("REEF_TOKEN")
+    parser.add_argument("--token", default=token, help="bearer token (env REEF_ADMIN_TOKEN, else REEF_TOKEN)")
 
 
 def server_headers(args: argparse.Namespace) -> dict[str, str]:

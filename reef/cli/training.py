@@ -35,13 +35,19 @@ def add_training_commands(subparsers: Any) -> None:
     train.set_defaults(handler=run_train)
 
     training = subparsers.add_parser(
-        "training", help="show how a scenario trains (its contract); --mode / --pause / --resume change it"
+        "training",
+        help="show how a scenario trains (its contract); --mode / --pause / --resume / --rollout change it",
     )
     training.add_argument("scenario")
     training.add_argument("--mode", choices=TRAINING_MODES, help="auto: full batches; manual: on request; hybrid: both")
     paused = training.add_mutually_exclusive_group()
     paused.add_argument("--pause", dest="paused", action="store_const", const=True, help="start no step until resumed")
     paused.add_argument("--resume", dest="paused", action="store_const", const=False, help="resume learning")
+    training.add_argument(
+        "--rollout",
+        choices=("immediate", "canary"),
+        help="immediate: an accepted release serves at once; canary: it earns its traffic in a rollout",
+    )
     training.add_argument("--json", action="store_true", help="print the raw JSON")
     add_server_flags(training)
     training.set_defaults(handler=run_training)
@@ -74,8 +80,10 @@ def run_train(args: argparse.Namespace) -> int:
 
 def run_training(args: argparse.Namespace) -> int:
     try:
-        if args.mode is not None or args.paused is not None:
+        if args.mode is not None or args.paused is not None or args.rollout is not None:
             update: dict[str, Any] = {}
+            if args.rollout is not None:
+                update["rollout_mode"] = args.rollout
             if args.mode is not None:
                 update["training_mode"] = args.mode
             if args.paused is not None:

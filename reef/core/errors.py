@@ -33,6 +33,13 @@ class Unauthorized(ReefError):
     type = "authentication_error"
 
 
+class Forbidden(ReefError):
+    """The token is valid but its scope does not reach the route; the message names the scope it needs."""
+
+    status = 403
+    type = "permission_error"
+
+
 class NotFound(ReefError):
     status = 404
     type = "not_found_error"

@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
 
 class _Section(BaseModel):
@@ -19,10 +19,29 @@ class ServerSettings(_Section):
     host: str = Field("127.0.0.1", description="The address `reef serve` listens on.")
     port: int = Field(8900, ge=0, le=65535, description="The port `reef serve` listens on (0: any free port).")
     token: SecretStr | None = Field(
-        None, description="A bearer token every request must carry (`Authorization: Bearer …`); None: no auth."
+        None,
+        description="An agent token (`Authorization: Bearer …`, env REEF_TOKEN); see `admin_tokens` for the "
+        "scopes; None and no other token: no auth.",
     )
     tokens: list[SecretStr] = Field(
-        default_factory=list, description="More accepted bearer tokens, alongside `token` (e.g. during a rotation)."
+        default_factory=list, description="More agent tokens, alongside `token` (e.g. during a rotation)."
+    )
+    admin_tokens: list[SecretStr] = Field(
+        default_factory=list,
+        description=(
+            "Tokens (env fallback REEF_ADMIN_TOKEN) that reach every route (tasks, training control, "
+            "rollback/promote, record import, export and browsing, /metrics, the console). The agent tokens "
+            "(reef.tokens, reef.token, REEF_TOKEN) reach only "
+            "/v1/*, reports, harness pull/install/proposals, the discovery archive, status and a scenario's "
+            "contract. With no admin token configured the agent tokens are admin (a warning at start)."
+        ),
+    )
+    allow_unauthenticated: bool = Field(
+        False,
+        description=(
+            "Let `reef serve` listen on a non-loopback reef.host with no token at all (anyone who reaches the port "
+            "can do anything); off, such a start exits 2 naming reef.tokens."
+        ),
     )
     max_body_bytes: int = Field(
         16 * 1024 * 1024, gt=0, description="The largest request body accepted; a larger one is answered 413."
@@ -46,11 +65,21 @@ class ServerSettings(_Section):
         description="This replica's name in `GET /reef/status` and in learner elections; None: `<hostname>:<pid>`.",
     )
 
+    @field_validator("tokens", "admin_tokens", mode="before")
+    @classmethod
+    def _one_token_is_a_list(cls, value: Any) -> Any:
+        # `--reef.admin-tokens s3cret` and env REEF_ADMIN_TOKEN give one string: a list of one token.
+        return [value] if isinstance(value, str) else value
+
     def all_tokens(self) -> list[str]:
         found = [t.get_secret_value() for t in self.tokens]
         if self.token is not None:
             found.append(self.token.get_secret_value())
         return [t for t in found if t]
+
+    def all_admin_tokens(self) -> list[str]:
+        """The admin tokens (reef.admin_tokens), empty ones dropped."""
+        return [t.get_secret_value() for t in self.admin_tokens if t.get_secret_value()]
 
 
 class InferenceSettings(_Section):
@@ -168,6 +197,15 @@ class LearningSettings(_Section):
         default_factory=dict,
         description="The recipe's own configuration (see the recipe configuration reference); checked by the recipe.",
     )
+    max_upstream_tokens_per_hour: int = Field(
+        0,
+        ge=0,
+        description=(
+            "Per scenario, the most tokens the learner's own traffic (proposer, judge, gate generation and gate "
+            "episodes' requests) may spend upstream over a sliding hour, counted from the upstream's `usage`; past "
+            'it the learner pauses (status `blocked: "budget: …"`) until the window allows. 0: no limit.'
+        ),
+    )
 
 
 class TrainingSettings(_Section):
@@ -247,6 +285,21 @@ class EvaluationSettings(_Section):
         description="Policy `floor` (the selection of user-directed harness steps): publish unless the candidate's "
         "mean is below it.",
     )
+    allow_api_code: bool = Field(
+        False,
+        description=(
+            "Accept, through POST /reef/scenarios/{s}/tasks, task fields that run code on this machine: a "
+            "`module:function` checker, `check.command` and `workspace.dir` (the operator's own evaluation.tasks "
+            "file may always use them). Off, such a task is a 400 naming the field."
+        ),
+    )
+    checker_modules: list[str] = Field(
+        default_factory=list,
+        description=(
+            "The modules whose functions a task given through the API may name as its `module:function` checker "
+            "(with evaluation.allow_api_code true); a checker in any other module is a 400. Default: none."
+        ),
+    )
 
 
 class HarnessSettings(_Section):
@@ -278,6 +331,17 @@ class HarnessSettings(_Section):
     )
 
 
+class SandboxSettings(_Section):
+    allow_unsandboxed: bool = Field(
+        False,
+        description=(
+            "Run untrusted code (agent episodes, task checks, discovery attempts) even where no isolating sandbox "
+            "(bubblewrap that can start) exists: it then sees the host's files and network. Off, such a run "
+            "refuses and the learner's step fails closed with the reason in its status."
+        ),
+    )
+
+
 class ObservabilitySettings(_Section):
     otlp_endpoint: str | None = Field(
         None,
@@ -285,6 +349,51 @@ class ObservabilitySettings(_Section):
         "http://127.0.0.1:4318); None is off and costs nothing on the hot path.",
     )
     service_name: str = Field("reef", description="The OpenTelemetry service name.")
+
+
+class RolloutSettings(_Section):
+    mode: Literal["immediate", "canary"] = Field(
+        "immediate",
+        description=(
+            "What a release the gate accepts does: `immediate` serves it for all traffic at once; `canary` opens a "
+            "rollout that serves it to a share of the traffic until live reports decide (a scenario's own mode is "
+            "set with `POST /reef/scenarios/{s}/update` `rollout_mode`)."
+        ),
+    )
+    canary_share: float = Field(
+        0.1,
+        gt=0,
+        lt=1,
+        description="The share of the scenario's traffic (sessions, users or requests) the canary serves.",
+    )
+    alpha: float = Field(
+        0.05,
+        gt=0,
+        lt=1,
+        description="The sequential test's level: the chance, however often it is looked at, of deciding for a "
+        "difference that is not there.",
+    )
+    max_duration_s: float = Field(
+        86400.0, gt=0, description="A rollout still undecided after this many seconds ends with `on_timeout`."
+    )
+    max_reports: int = Field(
+        2000, gt=0, description="A rollout still undecided after this many attributed reports ends with `on_timeout`."
+    )
+    on_timeout: Literal["promote", "rollback"] = Field(
+        "promote",
+        description="What an undecided rollout does at its limit (`promote`: the offline gate already accepted it).",
+    )
+    score_min: float = Field(0.0, description="The lowest report score; a score below counts as this.")
+    score_max: float = Field(1.0, description="The highest report score; a score above counts as this.")
+    check_interval_s: float = Field(
+        1.0, gt=0, description="How often the scenario's learner replica reads new reports and applies the test."
+    )
+
+    @model_validator(mode="after")
+    def _score_range(self) -> RolloutSettings:
+        if self.score_max <= self.score_min:
+            raise ValueError("score_max must be above score_min")
+        return self
 
 
 class Settings(_Section):
@@ -297,4 +406,10 @@ class Settings(_Section):
     training: TrainingSettings = Field(TrainingSettings(), description="How weight-training steps run.")
     evaluation: EvaluationSettings = Field(EvaluationSettings(), description="The gate: tasks, scoring and policy.")
     harness: HarnessSettings = Field(HarnessSettings(), description="Agent harness evolution and its gate episodes.")
+    sandbox: SandboxSettings = Field(
+        SandboxSettings(), description="How untrusted code (episodes, checks, discovery attempts) may run."
+    )
     observability: ObservabilitySettings = Field(ObservabilitySettings(), description="Tracing.")
+    rollout: RolloutSettings = Field(
+        RolloutSettings(), description="How a release the gate accepts earns its traffic: at once, or in a canary."
+    )

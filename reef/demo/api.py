@@ -91,8 +91,11 @@ class ReefAPI:
         max_tokens: int,
         tags: dict[str, str] | None = None,
         release_id: str | None = None,
+        prefix: Sequence[dict[str, str]] = (),
     ) -> Answer:
-        text, receipt, served_by = await self.complete(task.messages(), temperature, max_tokens, tags, release_id)
+        """One task answered; `prefix` (a control's instruction and examples) goes before its question."""
+        messages = [*prefix, *task.messages()]
+        text, receipt, served_by = await self.complete(messages, temperature, max_tokens, tags, release_id)
         return Answer(task=task, text=text, receipt=receipt, release_id=served_by)
 
     async def complete(
@@ -125,10 +128,15 @@ class ReefAPI:
         return list(body.get("records") or []), body.get("next_after_sequence")
 
     async def answer_all(
-        self, tasks: Sequence[DemoTask], temperature: float, max_tokens: int, tags: dict[str, str] | None = None
+        self,
+        tasks: Sequence[DemoTask],
+        temperature: float,
+        max_tokens: int,
+        tags: dict[str, str] | None = None,
+        prefix: Sequence[dict[str, str]] = (),
     ) -> list[Answer]:
         """All at once, so the engine can batch them."""
-        return list(await asyncio.gather(*(self.chat(t, temperature, max_tokens, tags) for t in tasks)))
+        return list(await asyncio.gather(*(self.chat(t, temperature, max_tokens, tags, None, prefix) for t in tasks)))
 
     async def report(self, score: float, receipt: str, metadata: dict[str, Any] | None = None) -> str:
         body: dict[str, Any] = {"score": score, "references": [receipt]}
@@ -138,10 +146,14 @@ class ReefAPI:
         _raise_for_status(response)
         return str(response.json().get("agent_record_id", ""))
 
-    async def measure(self, tasks: Sequence[DemoTask], max_tokens: int) -> Measurement:
-        """The held-out score of whatever release serves now: greedy answers graded exactly and with partial credit."""
+    async def measure(
+        self, tasks: Sequence[DemoTask], max_tokens: int, prefix: Sequence[dict[str, str]] = ()
+    ) -> Measurement:
+        """The held-out score of whatever release serves now: greedy answers graded exactly and with partial credit;
+        with `prefix` (the prompt control), each question after that conversation."""
         started = time.monotonic()
-        answers = await self.answer_all(tasks, 0.0, max_tokens, {"purpose": "heldout"})
+        purpose = "control" if prefix else "heldout"
+        answers = await self.answer_all(tasks, 0.0, max_tokens, {"purpose": purpose}, prefix)
         families: dict[str, list[float]] = {}
         for answer in answers:
             families.setdefault(answer.task.family, []).append(float(is_exact(answer.task, answer.text)))
@@ -157,6 +169,22 @@ class ReefAPI:
             exact_ci95=wilson_interval(sum(exact), len(exact)),
             partial_ci95=mean_interval(partial),
         )
+
+    async def create(self) -> None:
+        """Create this scenario (nothing happens if it exists)."""
+        _raise_for_status(await self._client.post("/reef/scenarios", json={"name": self.scenario}))
+
+    async def update(self, body: dict[str, Any]) -> dict[str, Any]:
+        """`POST /reef/scenarios/{s}/update`: the training mode, pause, or rollout mode."""
+        response = await self._client.post(f"/reef/scenarios/{self.scenario}/update", json=body)
+        _raise_for_status(response)
+        return dict(response.json())
+
+    async def rollout(self) -> dict[str, Any]:
+        """The scenario's open or last rollout (`GET /reef/scenarios/{s}/rollout`)."""
+        response = await self._client.get(f"/reef/scenarios/{self.scenario}/rollout")
+        _raise_for_status(response)
+        return dict(response.json())
 
     async def status(self) -> dict[str, Any]:
         """This scenario's entry in `GET /reef/status` ({} before the scenario exists)."""

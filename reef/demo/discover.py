@@ -1,9 +1,11 @@
 """`reef discover PROBLEM`: search one problem with a model that trains on its own attempts, on the embedded defaults.
 
 It starts `reef serve` (SmolLM2, SQLite, local git) with a discovery recipe and drives the search through the API
-(`reef.demo.discover_search`), printing each step's best, mean and valid fraction. With `--control` it then runs the
-same search with training off (recipe setting `train: false`: the archive grows, the weights stay the base model's)
-for as many steps as the trained search made, on a fresh server, so both searches see the same budget of attempts.
+(`reef.demo.discover_search`), printing each step's best, mean and valid fraction. With `--control` it then runs two
+control arms for as many steps as the trained search made, each on a fresh server, inside the same time budget: the
+frozen model (recipe setting `train: false`: the archive grows, the weights stay the base model's) and a random
+policy over the same edit menu (where the problem's edits can be enumerated). Each arm has its best-so-far curve.
+With `--seeds K` the whole command runs K times (the random policy's draws seeded by each seed) and reports means.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import argparse
 import asyncio
 import json
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -23,7 +26,8 @@ import httpx
 from rich.console import Console
 
 from reef.demo.discover_report import write_discover_report
-from reef.demo.discover_search import SearchClient, SearchRun, no_reserve, run_search
+from reef.demo.discover_search import Policy, SearchClient, SearchRun, no_reserve, run_search
+from reef.demo.seeds import seed_interval
 from reef.demo.server import STARTUP_TIMEOUT_S, ReefServer, ServerFailed, free_port, unwind_on_sigterm
 from reef.discovery.evaluation import EvaluatorFailure
 from reef.discovery.problem import Problem, ProblemError, load_problem
@@ -34,18 +38,44 @@ SCENARIO = "discover"
 
 
 def run_discover(args: argparse.Namespace) -> int:
-    started = time.monotonic()
+    """`reef discover`: one search (and its controls), or with `--seeds K` K of them and their means."""
     unwind_on_sigterm()
     console = Console(stderr=args.json, highlight=False, soft_wrap=True)
+    seeds = list(range(args.seed, args.seed + args.seeds))
+    outcomes = [discover_once(argparse.Namespace(**{**vars(args), "seed": seed}), console) for seed in seeds]
+    code = next((c for c, _ in outcomes if c), 0)
+    result = outcomes[0][1] if len(seeds) == 1 else seed_means([r for _, r in outcomes], seeds)
+    if args.report:
+        write_discover_report(args.report, result)
+    print(json.dumps(result, indent=None if args.json else 2), file=sys.stdout)
+    return code
+
+
+def seed_means(results: list[dict[str, Any]], seeds: list[int]) -> dict[str, Any]:
+    """Means over the seeds of the seed's best, the trained best and each control's best, with 95 % intervals over
+    the seeds; each seed's result under `seeds`."""
+    means: dict[str, Any] = {k: results[0].get(k) for k in ("problem", "recipe", "direction", "best_known", "grid")}
+    for key in ("seed_best", "best", "control_best", "random_best"):
+        values = [float(r[key]) for r in results if isinstance(r.get(key), int | float)]
+        means[key] = round(statistics.fmean(values), 6) if values else None
+        means[f"{key}_ci95"] = seed_interval(values)
+    means.update(seed_values=seeds, seeds=results, error=next((r["error"] for r in results if r.get("error")), None))
+    return means
+
+
+def discover_once(args: argparse.Namespace, console: Console) -> tuple[int, dict[str, Any]]:
+    """One search at `args.seed` and, with `--control`, its control arms: (exit code, the result)."""
+    started = time.monotonic()
     try:
         groups, rollouts = (int(x) for x in args.grid.lower().split("x"))
         options = {k: json.loads(v) for k, _, v in (o.partition("=") for o in args.option)}
         problem = load_problem(args.problem, options)
     except (ValueError, ProblemError) as error:
         console.print(f"[red]reef discover: {error}[/]")
-        return 2
+        return 2, {"error": str(error)}
     root = args.state_dir or Path(tempfile.mkdtemp(prefix="reef-discover-"))
     result: dict[str, Any] = {"problem": problem.name, "recipe": args.recipe, "direction": problem.direction}
+    result["seed"] = args.seed
     result["best_known"], result["best_known_source"] = problem.best_known, problem.best_known_source
     result["options"] = problem.options
     deadline = started + args.time_budget
@@ -54,13 +84,21 @@ def run_discover(args: argparse.Namespace) -> int:
     try:
         # With a control, the trained search keeps in reserve what the control will need for as many steps (the
         # same asking and evaluating, no training): both searches then run the same number of steps.
-        reserve = SearchRun.control_estimate if args.control else no_reserve
+        randomizable = bool(problem.seeds) and problem.useful_edits(problem.seeds[0]) is not None
+        controls = (2 if randomizable else 1) if args.control else 0
         runs.append(
-            _search(args, problem, groups, rollouts, True, args.steps, deadline, root / "trained", console, reserve)
-        )
+            _search(args, problem, groups, rollouts, "trained", args.steps, deadline, root / "trained", console,
+                    _reserve_for(controls))
+        )  # fmt: skip
         if args.control:
             steps = len(runs[0].steps)
-            runs.append(_search(args, problem, groups, rollouts, False, steps, deadline, root / "control", console))
+            runs.append(_search(args, problem, groups, rollouts, "frozen", steps, deadline, root / "control", console,
+                                _reserve_for(controls - 1)))  # fmt: skip
+            if randomizable:
+                runs.append(_search(args, problem, groups, rollouts, "random", steps, deadline, root / "random",
+                                    console))  # fmt: skip
+            else:
+                result["random_note"] = "the problem's edits cannot be enumerated: no random policy over them"
     except (ServerFailed, httpx.HTTPError, TimeoutError, EvaluatorFailure) as error:
         result["error"] = f"{type(error).__name__}: {error}"
         console.print(f"[red]reef discover failed: {result['error']}[/]")
@@ -72,6 +110,17 @@ def run_discover(args: argparse.Namespace) -> int:
             shutil.rmtree(root, ignore_errors=True)
     trained = runs[0] if runs else None
     control = runs[1] if len(runs) > 1 else None
+    randomly = runs[2] if len(runs) > 2 else None
+    result.update(
+        random_best=randomly.best if randomly else None,
+        random_steps=len(randomly.steps) if randomly else None,
+        random_curve=randomly.curve if randomly else [],
+        curves={
+            "trained": trained.curve if trained else [],
+            "frozen": control.curve if control else [],
+            "random": randomly.curve if randomly else [],
+        },
+    )
     result.update(
         seed_best=trained.seed_best if trained else None,
         best=trained.best if trained else None,
@@ -91,10 +140,14 @@ def run_discover(args: argparse.Namespace) -> int:
         grid=f"{groups}x{rollouts}",
         wall_s=round(time.monotonic() - started, 1),
     )
-    if args.report:
-        write_discover_report(args.report, result, trained, control)
-    print(json.dumps(result, indent=None if args.json else 2), file=sys.stdout)
-    return code
+    return code, result
+
+
+def _reserve_for(arms: int) -> Callable[[SearchRun], float]:
+    """What a search keeps in reserve for `arms` control searches after it, each as long as a frozen one."""
+    if arms <= 0:
+        return no_reserve
+    return lambda run: arms * run.control_estimate()
 
 
 def _search(
@@ -102,7 +155,7 @@ def _search(
     problem: Problem,
     groups: int,
     rollouts: int,
-    trains: bool,
+    policy: Policy,
     steps: int,
     deadline: float,
     state_dir: Path,
@@ -110,7 +163,8 @@ def _search(
     reserve: Callable[[SearchRun], float] = no_reserve,
 ) -> SearchRun:
     started = time.monotonic()
-    run = SearchRun(recipe=args.recipe, trains=trains)
+    trains = policy == "trained"
+    run = SearchRun(recipe=args.recipe, trains=trains, policy=policy)
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     config = {
@@ -133,7 +187,7 @@ def _search(
         "--storage.dir", str(state_dir),
         "--reef.port", str(port),
     ]  # fmt: skip
-    label = "trained" if trains else "control (training off)"
+    label = {"trained": "trained", "frozen": "control (training off)", "random": "control (random policy)"}[policy]
     console.print(f"[bold]reef discover[/] · {problem.name} · {args.recipe} · {label} · {url}")
     with ReefServer(command, url, state_dir / "serve.log") as server:
         server.wait_healthy(STARTUP_TIMEOUT_S)
@@ -162,6 +216,7 @@ def _search(
                         limits=Limits(),
                         on_step=on_step,
                         reserve=reserve,
+                        seed=args.seed,
                     )
             finally:
                 await client.aclose()

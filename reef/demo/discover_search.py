@@ -5,15 +5,21 @@ A step: `GET /reef/scenarios/{s}/archive/next?groups=G` → each parent's prompt
 that honours it writes only answers of the solution's shape) → each answer's solution extracted and evaluated
 in the sandbox, here in the client → one report per attempt → wait until the archive holds the step (the learner
 folded the grid in, trained if it trains, and published).
+
+A `random` policy (the control `reef discover --control` runs beside the frozen model) answers every attempt with an
+edit drawn uniformly from the same menu the model chooses from (`Problem.useful_edits`); it still asks the served
+model for one token per attempt, so that each report cites a real record, as the other arms' reports do.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
+import random
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
 import httpx
 
@@ -25,6 +31,7 @@ from reef.sandbox import Limits
 STEP_TIMEOUT_S = 900.0
 CONTROL_FOLD_S = 3.0  # measured: a control step's wait for its archive, 1-3 s on 2 cores
 CONTROL_MARGIN = 1.25
+Policy = Literal["trained", "frozen", "random"]
 
 
 def no_reserve(run: SearchRun) -> float:
@@ -38,6 +45,7 @@ class SearchRun:
 
     recipe: str
     trains: bool
+    policy: Policy = "trained"
     seed_best: float | None = None
     curve: list[float | None] = dataclasses.field(default_factory=list)
     steps: list[dict[str, Any]] = dataclasses.field(default_factory=list)
@@ -139,13 +147,15 @@ async def run_search(
     limits: Limits,
     on_step: Callable[[dict[str, Any]], None],
     reserve: Callable[[SearchRun], float] = no_reserve,
+    seed: int = 0,
 ) -> None:
     """Run up to `steps` steps, none starting that would end past `deadline` (monotonic) less `reserve(run)` (the
     time something after this search needs, e.g. the control's), filling `run`."""
     await client.create()
-    seed = (await client.archive())["entries"][0]
-    run.seed_best, run.best_solution = seed["score"], seed["solution"]
-    run.curve.append(seed["score"])
+    first = (await client.archive())["entries"][0]
+    run.seed_best, run.best_solution = first["score"], first["solution"]
+    run.curve.append(first["score"])
+    rng = random.Random(f"random-policy:{seed}")
     for _ in range(steps):
         # No step starts that would end past the deadline, judging by the last one's length.
         if time.monotonic() + (run.steps[-1]["wall_s"] if run.steps else 0.0) + reserve(run) >= deadline:
@@ -153,20 +163,23 @@ async def run_search(
         started = time.monotonic()
         plan = await client.get(f"/reef/scenarios/{client.scenario}/archive/next", groups=groups)
         asked = [(p, rollout) for p in plan["parents"] for rollout in range(plan["rollouts"])]
-        guided = plan.get("mode") == "guidance"
+        guided = plan.get("mode") == "guidance" and run.policy != "random"  # a random edit needs no executor
         # The solution's shape binds whoever writes the attempt: the model itself, or in guidance mode the executor.
         guide_shape = plan.get("guide_response_format")
-        answers = await asyncio.gather(
-            *(
-                client.ask(
-                    p["messages"],
-                    temperature,
-                    max_tokens,
-                    response_format=guide_shape if guided else p["response_format"],
+        if run.policy == "random":
+            answers = await asyncio.gather(*(_random_edit(client, problem, p, temperature, rng) for p, _ in asked))
+        else:
+            answers = await asyncio.gather(
+                *(
+                    client.ask(
+                        p["messages"],
+                        temperature,
+                        max_tokens,
+                        response_format=guide_shape if guided else p["response_format"],
+                    )
+                    for p, _ in asked
                 )
-                for p, _ in asked
             )
-        )
         # The attempt's text: the model's answer, or in guidance mode the executor's (None: malformed guidance).
         texts: list[str | None] = [text for text, _ in answers]
         if guided:
@@ -200,6 +213,15 @@ async def run_search(
         entry.update(parsed=sum(s is not None for s in solutions), copies=copies, ask_s=round(asked_s, 1))
         run.steps.append(entry)
         on_step(entry)
+
+
+async def _random_edit(
+    client: SearchClient, problem: Problem, parent: dict[str, Any], temperature: float, rng: random.Random
+) -> tuple[str, str]:
+    """(an edit drawn uniformly from the parent's menu, as JSON; the receipt of a one-token answer to cite)."""
+    _, receipt = await client.ask(parent["messages"], temperature, 1)
+    menu = problem.useful_edits(parent["solution"]) or []
+    return (json.dumps(rng.choice(menu)) if menu else ""), receipt
 
 
 async def _execute(

@@ -27,25 +27,34 @@ from reef.demo.api import Measurement, ReefAPI, wilson_interval
 from reef.demo.recipes import RecipeProfile, demo_profile
 from reef.demo.result import DemoRun, finish
 from reef.demo.server import STARTUP_TIMEOUT_S, ReefServer, ServerFailed, free_port, serve_command, unwind_on_sigterm
-from reef.demo.user import MAX_WORDS, Question, accepts, questions, reply
+from reef.demo.user import HINT, MAX_WORDS, Question, accepts, questions, reply
 
 SCENARIO = "demo-openclawrl"
 MEASURE_MAX_TOKENS = 32  # enough for an answer to run past MAX_WORDS words
 MIN_STEP_WAIT_S = 180.0
 EXAMPLES = 8
+# The prompt control: the base model told, in its instruction, what the simulated user and the judge want.
+PREFERENCE_INSTRUCTION = f"The user wants short answers. {HINT}"
 
 
 def run_openclawrl_demo(args: argparse.Namespace) -> int:
-    started = time.monotonic()
-    load_start = round(os.getloadavg()[0], 2)
     unwind_on_sigterm()
     console = Console(stderr=args.json, highlight=False, soft_wrap=True)
+    code, run = openclawrl_run(args, console)
+    finish(run, args, console)
+    return code
+
+
+def openclawrl_run(args: argparse.Namespace, console: Console) -> tuple[int, DemoRun]:
+    """One whole openclawrl demo at `args.seed`: (exit code, what it measured)."""
+    started = time.monotonic()
+    load_start = round(os.getloadavg()[0], 2)
     profile = demo_profile("openclawrl", args.recipe_config)
     args.rounds = args.rounds or profile.rounds
     state_dir = args.state_dir or Path(tempfile.mkdtemp(prefix="reef-demo-"))
     state_dir.mkdir(parents=True, exist_ok=True)
     bank = questions(args.seed)
-    run = DemoRun(recipe="openclawrl", metric="acceptance")
+    run = DemoRun(recipe="openclawrl", metric="acceptance", suite="sessions")
     tasks_path = state_dir / "validation-openclawrl.jsonl"
     rows = [
         {"messages": [{"role": "user", "content": q.text}], "checker": "reef.demo.user:gate_acceptance"}
@@ -101,8 +110,7 @@ def run_openclawrl_demo(args: argparse.Namespace) -> int:
     run.extra["load_average_1m"] = {"start": load_start, "end": round(os.getloadavg()[0], 2)}
     if not args.keep_state and args.state_dir is None:
         shutil.rmtree(state_dir, ignore_errors=True)
-    finish(run, args, console)
-    return code if run.error or run.final is not None else 1
+    return (code if run.error or run.final is not None else 1), run
 
 
 async def _rounds(
@@ -119,6 +127,10 @@ async def _rounds(
         console.print(f"  measuring the base model on {len(bank['test'])} held-out questions …")
         run.baseline = run.final = await measure(api, bank["test"], "base", run.extra)
         console.print(f"  [bold]baseline[/] held-out acceptance {run.baseline.acceptance:.2f}")
+        if getattr(args, "controls", False):
+            prefix = [{"role": "system", "content": PREFERENCE_INSTRUCTION}]
+            run.controls["prompt"] = control = await measure(api, bank["test"], "control", run.extra, prefix)
+            console.print(f"  [bold]prompt control[/] (told the preference) acceptance {control.acceptance:.2f}")
         training = itertools.cycle(bank["training"])
         step = await api.last_step()
         round_s: list[float] = []
@@ -190,16 +202,23 @@ async def session(api: ReefAPI, asked: list[Question], profile: RecipeProfile, t
     return verdicts
 
 
-async def measure(api: ReefAPI, test: list[Question], label: str, extra: dict[str, Any]) -> Measurement:
-    """The share of held-out questions whose greedy answer the simulated user accepts, each asked in a new session.
+async def measure(
+    api: ReefAPI,
+    test: list[Question],
+    label: str,
+    extra: dict[str, Any],
+    prefix: list[dict[str, str]] | None = None,
+) -> Measurement:
+    """The share of held-out questions whose greedy answer the simulated user accepts, each asked in a new session
+    (after `prefix`: the prompt control's instruction).
 
-    The first `EXAMPLES` answers go to `extra["examples"]` (`baseline`, then `final`), so a reader can see what
-    was accepted, not only how often."""
+    The first `EXAMPLES` answers go to `extra["examples"]` (`baseline`, `prompt_control`, then `final`), so a
+    reader can see what was accepted, not only how often."""
     started = time.monotonic()
     answers = await asyncio.gather(
         *(
             api.complete(
-                [{"role": "user", "content": q.text}],
+                [*(prefix or []), {"role": "user", "content": q.text}],
                 0.0,
                 MEASURE_MAX_TOKENS,
                 {"session": f"heldout-{label}-{i}", "purpose": "heldout"},
@@ -209,7 +228,7 @@ async def measure(api: ReefAPI, test: list[Question], label: str, extra: dict[st
     )
     accepted = [float(accepts(text)) for text, _, _ in answers]
     shown = [{"question": q.text, "answer": text} for q, (text, _, _) in zip(test[:EXAMPLES], answers, strict=False)]
-    extra.setdefault("examples", {})["baseline" if label == "base" else "final"] = shown
+    extra.setdefault("examples", {})[{"base": "baseline", "control": "prompt_control"}.get(label, "final")] = shown
     families: dict[str, list[float]] = {}
     for question, ok in zip(test, accepted, strict=True):
         families.setdefault(question.family, []).append(ok)

@@ -199,6 +199,17 @@ def task_count_flag(text: str) -> int:
     return value
 
 
+def seed_count_flag(text: str) -> int:
+    """`--seeds`' value: a whole number from 1 to 20."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"a whole number is needed, not {text!r}") from None
+    if not 1 <= value <= 20:
+        raise argparse.ArgumentTypeError(f"from 1 to 20 seeds, not {value}")
+    return value
+
+
 def demo_profile(recipe: str, overrides: dict[str, Any] | None) -> RecipeProfile:
     """`recipe`'s profile, its `recipe_config` updated key by key from `--recipe-config` (None: unchanged)."""
     profile = PROFILES[recipe]

@@ -6,6 +6,8 @@ import html
 from pathlib import Path
 from typing import Any
 
+from reef.demo.controls import summary_rows
+
 _WIDTH, _HEIGHT = 640, 300
 _LEFT, _RIGHT, _TOP, _BOTTOM = 56, 16, 16, 44
 
@@ -108,6 +110,9 @@ def render_report(result: dict[str, Any]) -> str:
 <p class="muted">{result.get("published", 0)} of {len(result.get("rounds") or [])} learner steps published ·
 wall time {float(result.get("wall_s") or 0):.0f} s (server start {float(result.get("startup_s") or 0):.0f} s)</p>
 {error}
+<h2>Beside its controls (same invocation, same held-out tasks)</h2>
+{_controls_table(result)}
+{_seeds_table(result)}
 <h2>Learning curve (held-out test set, measured through the API after each published release)</h2>
 {curve_svg(points, partial, METRIC_NAMES["acceptance"] if accepting else "exact match")}
 <h2>Rounds</h2>
@@ -156,6 +161,34 @@ def _change(entry: dict[str, Any]) -> str:
         return release
     items = "".join(f"<li>{_e(m)}</li>" for m in entry["mutations"])
     return f"{release} · {_e(entry.get('source'))}<ul class='text'>{items}</ul>"
+
+
+def _controls_table(result: dict[str, Any]) -> str:
+    """The result and every control arm, with their 95 % intervals; the proposer's share for a harness method."""
+    rows = "".join(
+        f"<tr><td class='text'>{_e(arm)}</td><td>{_number(score)}</td>"
+        f"<td>{'–' if interval is None else f'{interval[0]:.2f}–{interval[1]:.2f}'}</td></tr>"
+        for arm, score, interval in summary_rows(result)
+    )
+    share = result.get("proposer_share")
+    note = "" if share is None else f"<p>proposer share of the published steps: {_number(share)}</p>"
+    return f"<table><tr><th>arm</th><th>score</th><th>95% interval</th></tr>{rows}</table>{note}"
+
+
+def _seeds_table(result: dict[str, Any]) -> str:
+    """Per seed (`--seeds K`): baseline, final and each control."""
+    seeds = result.get("seeds") or []
+    if not seeds:
+        return ""
+    names = sorted({name for r in seeds for name in (r.get("controls") or {})})
+    head = "".join(f"<th>control: {_e(n)}</th>" for n in names)
+    rows = "".join(
+        f"<tr><td>{_e(value)}</td><td>{_number(r.get('baseline'))}</td><td>{_number(r.get('final'))}</td>"
+        + "".join(f"<td>{_number(((r.get('controls') or {}).get(n) or {}).get('score'))}</td>" for n in names)
+        + "</tr>"
+        for value, r in zip(result.get("seed_values") or [], seeds, strict=False)
+    )
+    return f"<h2>Per seed</h2><table><tr><th>seed</th><th>baseline</th><th>final</th>{head}</tr>{rows}</table>"
 
 
 def _family_table(before: dict[str, float], after: dict[str, float]) -> str:

@@ -9,8 +9,10 @@ import sys
 from typing import Any
 
 from rich.console import Console
+from rich.table import Table
 
 from reef.demo.api import Measurement
+from reef.demo.controls import control_json, proposer_share, summary_rows
 from reef.demo.report import write_report
 
 
@@ -28,6 +30,10 @@ class DemoRun:
     settings: dict[str, Any] = dataclasses.field(default_factory=dict)
     error: str | None = None
     extra: dict[str, Any] = dataclasses.field(default_factory=dict)  # a recipe's own figures (opd: its teacher)
+    suite: str = "skills"
+    # Control arms measured in the same invocation on the same held-out tasks (`reef.demo.controls`).
+    controls: dict[str, Measurement] = dataclasses.field(default_factory=dict)
+    harness: bool = False  # a harness method: `proposer_share` is reported
 
     def to_json(self) -> dict[str, Any]:
         baseline = self.baseline.score(self.metric) if self.baseline else None
@@ -54,6 +60,9 @@ class DemoRun:
             "startup_s": round(self.startup_s, 1),
             "settings": self.settings,
             "error": self.error,
+            "suite": self.suite,
+            "controls": {name: control_json(m, self.metric) for name, m in self.controls.items()},
+            **({"proposer_share": proposer_share(self.rounds)} if self.harness else {}),
             **self.extra,
         }
         if self.metric == "acceptance":  # openclawrl grades no answer against a known one: no exact / partial figures
@@ -85,6 +94,21 @@ def finish(run: DemoRun, args: argparse.Namespace, console: Console) -> None:
             f"in {run.wall_s:.0f} s, "
             f"{result['published']} of {len(run.rounds)} steps published"
         )
+    print_summary(result, console)
     if args.json:
         sys.stdout.write(json.dumps(result) + "\n")
         sys.stdout.flush()
+
+
+def print_summary(result: dict[str, Any], console: Console) -> None:
+    """The result beside its controls, one row each, with the 95 % intervals (over tasks, or over seeds)."""
+    over = f"over {len(result['seeds'])} seeds" if result.get("seeds") else "over the held-out tasks"
+    table = Table(title=f"held-out {result.get('metric')} · suite {result.get('suite')} · 95% intervals {over}")
+    for column in ("arm", "score", "95% interval"):
+        table.add_column(column)
+    for arm, score, interval in summary_rows(result):
+        shown = "–" if interval is None else f"{interval[0]:.2f}–{interval[1]:.2f}"
+        table.add_row(arm, "–" if score is None else f"{score:.2f}", shown)
+    console.print(table)
+    if result.get("proposer_share") is not None:
+        console.print(f"  proposer share of the published steps: {result['proposer_share']:.2f}")

@@ -13,9 +13,11 @@ from typing import Any
 from rich.console import Console
 
 from reef.demo.api import Answer, Measurement, ReefAPI
-from reef.demo.recipes import RecipeProfile
+from reef.demo.controls import prompt_control_messages
+from reef.demo.recipes import HARNESS_METHODS, RecipeProfile
 from reef.demo.result import DemoRun
-from reef.demo.tasks import DemoTask, is_exact, training_rounds
+from reef.demo.suites import SUITES
+from reef.demo.tasks import DemoTask, is_exact
 
 MEASURE_MAX_TOKENS = 8  # a right answer is at most 4 tokens and the end of turn
 MIN_STEP_WAIT_S = 180.0
@@ -39,7 +41,12 @@ async def run_rounds(
         console.print(
             f"  [bold]baseline[/] held-out exact {run.baseline.exact:.2f}  partial {run.baseline.partial:.2f}"
         )
-        training = training_rounds(profile.prompts_per_round, args.rounds, args.seed, getattr(args, "families", None))
+        suite = SUITES[getattr(args, "suite", "skills")]
+        if getattr(args, "controls", False) and profile.recipe not in HARNESS_METHODS:
+            await measure_prompt_control(api, run, suite, args.seed, test, console)
+        training = suite.training_rounds(
+            profile.prompts_per_round, args.rounds, args.seed, getattr(args, "families", None)
+        )
         step = await api.last_step()
         round_s: list[float] = []
         for number in range(1, args.rounds + 1):
@@ -69,6 +76,19 @@ async def run_rounds(
                 break
     finally:
         await api.aclose()
+
+
+async def measure_prompt_control(
+    api: ReefAPI, run: DemoRun, suite: Any, seed: int, test: list[DemoTask], console: Console
+) -> None:
+    """`controls.prompt`: the base model (it serves before the first step) with the suite's instruction and as many
+    solved training examples as its context holds, on the same held-out tasks."""
+    prefix = prompt_control_messages(suite, seed)
+    examples = (len(prefix) - 1) // 2
+    console.print(f"  measuring the prompt control (instruction + {examples} solved examples) …")
+    run.controls["prompt"] = measured = await api.measure(test, MEASURE_MAX_TOKENS, prefix)
+    run.settings["prompt_control_examples"] = examples
+    console.print(f"  [bold]prompt control[/] held-out {run.metric} {measured.score(run.metric):.2f}")
 
 
 async def one_round(

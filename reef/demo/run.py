@@ -24,36 +24,53 @@ from rich.console import Console
 from reef.demo.distillation import TEACHER_SCENARIO, gap_closed, teacher_kl_figures
 from reef.demo.phases import two_phases
 from reef.demo.recipes import (
+    HARNESS_METHODS,
     PROFILES,
     RecipeProfile,
     demo_profile,
 )
 from reef.demo.result import DemoRun, finish
 from reef.demo.rounds import MEASURE_MAX_TOKENS, run_rounds
+from reef.demo.seeds import finish_seeds, run_seeds
 from reef.demo.server import STARTUP_TIMEOUT_S, ReefServer, ServerFailed, free_port, serve_command, unwind_on_sigterm
-from reef.demo.tasks import DemoTask, generate
+from reef.demo.suites import SUITES
+from reef.demo.tasks import DemoTask
 
 TEST_TASKS = 35  # five per family
 VALIDATION_TASKS = 14  # two per family: the gate runs every step, twice (candidate and current)
 
 
 def run_demo(args: argparse.Namespace) -> int:
-    if args.recipe == "openclawrl":  # sessions with a simulated user instead of graded reports
-        from reef.demo.openclawrl import run_openclawrl_demo
-
-        return run_openclawrl_demo(args)
-    started = time.monotonic()
+    """`reef demo`: one run at `--seed`, or with `--seeds K` one per seed and their means; prints the result."""
     unwind_on_sigterm()
     console = Console(stderr=args.json, highlight=False, soft_wrap=True)
+    if getattr(args, "seeds", 1) > 1:
+        code, result = run_seeds(args, console, one_run)
+        finish_seeds(result, args, console)
+        return code
+    code, run = one_run(args, console)
+    finish(run, args, console)
+    return code
+
+
+def one_run(args: argparse.Namespace, console: Console) -> tuple[int, DemoRun]:
+    """One whole demo at `args.seed` (its task instances generated from it): (exit code, what it measured)."""
+    if args.recipe == "openclawrl":  # sessions with a simulated user instead of graded reports
+        from reef.demo.openclawrl import openclawrl_run
+
+        return openclawrl_run(args, console)
+    started = time.monotonic()
     profile = demo_profile(args.recipe, args.recipe_config)
     args.rounds = args.rounds or profile.rounds
     state_dir = args.state_dir or Path(tempfile.mkdtemp(prefix="reef-demo-"))
     state_dir.mkdir(parents=True, exist_ok=True)
     port = args.port or free_port()
-    validation = generate("validation", args.validation_tasks, seed=args.seed)
-    test = generate("test", TEST_TASKS, seed=args.seed)
+    suite = SUITES[getattr(args, "suite", "skills")]
+    validation = suite.generate("validation", args.validation_tasks, args.seed)
+    test = suite.generate("test", TEST_TASKS, args.seed)
     _write_jsonl(state_dir / "test.jsonl", [t.to_evaluation_row() for t in test])
-    run = DemoRun(recipe=profile.recipe, metric=profile.grading)
+    harness = profile.recipe in HARNESS_METHODS
+    run = DemoRun(recipe=profile.recipe, metric=profile.grading, suite=suite.name, harness=harness)
     code = 0
     if profile.recipe == "opd":  # the teacher: an sft release on the same base, trained here first
         console.print(f"[bold]opd teacher[/]: training scenario {TEACHER_SCENARIO} with sft from the same base first")
@@ -79,11 +96,36 @@ def run_demo(args: argparse.Namespace) -> int:
         run.extra["teacher_reverse_kl"] = teacher_kl_figures(state_dir, test, MEASURE_MAX_TOKENS, console)
     if args.compare == "sft" and profile.recipe == "sdft" and code == 0:
         code = _compare(run, args, state_dir, validation, test, console)
+    if harness and getattr(args, "controls", False) and code == 0:
+        code = _fallback_control(run, profile, args, state_dir, validation, test, console)
     run.wall_s = time.monotonic() - started
     if not args.keep_state and args.state_dir is None:
         shutil.rmtree(state_dir, ignore_errors=True)
-    finish(run, args, console)
-    return code if run.error or run.final is not None else 1
+    return (code if run.error or run.final is not None else 1), run
+
+
+def _fallback_control(
+    run: DemoRun,
+    profile: RecipeProfile,
+    args: argparse.Namespace,
+    state_dir: Path,
+    validation: list[DemoTask],
+    test: list[DemoTask],
+    console: Console,
+) -> int:
+    """`controls.fallback`: the same method with its proposer off, from the base, on the same tasks, for as many
+    rounds as the method ran (its own time budget)."""
+    console.print(f"[bold]control[/]: {profile.recipe} with its proposer off (the deterministic fallback alone)")
+    (state_dir / "control-fallback").mkdir(parents=True, exist_ok=True)
+    off = dataclasses.replace(profile, recipe_config={**profile.recipe_config, "proposer": "off"})
+    other = DemoRun(recipe=profile.recipe, metric=run.metric, suite=run.suite, harness=True)
+    control_args = argparse.Namespace(**{**vars(args), "rounds": max(len(run.rounds), 1)})
+    code = _serve(other, off, control_args, state_dir / "control-fallback", free_port(), validation, test, console,
+                  time.monotonic())  # fmt: skip
+    if other.final is not None:
+        run.controls["fallback"] = other.final
+    run.extra["fallback_rounds"] = other.rounds
+    return code
 
 
 def _serve(
@@ -104,6 +146,8 @@ def _serve(
     flags = [*profile.serve_flags(args.learning_rate, args.epochs), *args.serve_flags]
     command = serve_command(profile.recipe, port, state_dir, tasks_path, profile.batch_size, flags)
     run.settings = {
+        "suite": run.suite,
+        "seed": args.seed,
         "rounds": args.rounds,
         "time_budget_s": args.time_budget,
         "sample_from": args.sample_from,
@@ -130,7 +174,8 @@ def _serve(
         with server:
             console.print("  starting reef serve (SmolLM2, SQLite, git) …")
             run.startup_s = server.wait_healthy(STARTUP_TIMEOUT_S)
-            if args.recipe == "sdft" and not args.single_phase:  # its --compare sft run too
+            # Two phases of task families (its --compare sft run too); a suite without families runs one.
+            if args.recipe == "sdft" and not args.single_phase and run.suite == "skills":
                 make_run = lambda: DemoRun(recipe=profile.recipe, metric=profile.grading)  # noqa: E731
                 asyncio.run(two_phases(run_rounds, make_run, run, profile, args, url, test, console, started))
             else:

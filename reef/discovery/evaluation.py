@@ -4,8 +4,11 @@ A timed-out, crashing or invalid attempt scores 0 (invalid) with the reason in `
 start at all (bubblewrap or the interpreter missing) raises `EvaluatorFailure`, so a broken evaluator stops a step
 instead of turning every attempt into a zero.
 
-The runner reads the request (solution, options, a one-time marker) and deletes it before the evaluator runs, so
-a `python` attempt that prints cannot forge the result line without guessing the marker.
+The evaluator (and with it a `python` attempt's code, which it runs) runs in a process apart from the runner that
+writes the result line: the runner reads the request (solution, options, a one-time marker) and deletes it before
+starting that process, so an attempt that prints a result line, marker or not, only adds to the output. What the
+attempt can still do is what the evaluator lets it: a `python` problem's evaluator that `exec`s the solution in its
+own process shares that process with it, so it should check what it gets back, not trust it.
 """
 
 from __future__ import annotations
@@ -18,18 +21,44 @@ import sys
 from typing import Any
 
 from reef.discovery.problem import Problem, parses
-from reef.sandbox import Limits, run_sandboxed
+from reef.sandbox import Limits, SandboxRefused, run_sandboxed
 
+# The runner reads the request (with the one-time marker), deletes it and starts the evaluator in a process of its
+# own (`ATTEMPT`), which gets the solution on stdin and hands its result back on a pipe; only the runner, which the
+# attempt's code never runs in, writes the marker line. The attempt's own output goes to stderr.
 RUNNER = r"""
-import importlib.util, json, os, sys
+import json, os, signal, subprocess, sys
 request = json.load(open("request.json"))
 os.remove("request.json")
+marker = request.pop("marker")
+read_end, write_end = os.pipe()
+child = subprocess.Popen(
+    [sys.executable, "-I", "attempt.py", str(write_end)],
+    stdin=subprocess.PIPE, stdout=sys.stderr.fileno(), pass_fds=(write_end,),
+)
+os.close(write_end)
+child.stdin.write(json.dumps(request).encode())
+child.stdin.close()
+with os.fdopen(read_end, "rb") as pipe:
+    result = pipe.read()
+code = child.wait()
+if code < 0:
+    os.kill(os.getpid(), -code)
+if code != 0:
+    sys.exit(code)
+sys.stdout.write("\n" + marker + json.dumps(json.loads(result)) + "\n")
+"""
+
+ATTEMPT = r"""
+import importlib.util, json, os, sys
+result_fd = int(sys.argv[1])
+request = json.loads(sys.stdin.read())
 spec = importlib.util.spec_from_file_location("evaluator", "evaluator.py")
 module = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(module)
 solution = json.loads(request["solution"]) if request["format"] == "json" else request["solution"]
 result = module.evaluate(solution, **request["options"])
-sys.stdout.write("\n" + request["marker"] + json.dumps(result) + "\n")
+os.write(result_fd, json.dumps(result).encode())
 """
 
 
@@ -60,9 +89,12 @@ def evaluate_attempt(
         return _invalid(problem, f"not a valid {problem.solution_format} solution")
     marker = f"REEF-RESULT-{secrets.token_hex(16)} "
     request = {"solution": solution, "format": problem.solution_format, "options": problem.options, "marker": marker}
-    files = {"runner.py": RUNNER, "evaluator.py": problem.evaluator_source, "request.json": json.dumps(request)}
+    files = {"runner.py": RUNNER, "attempt.py": ATTEMPT, "evaluator.py": problem.evaluator_source}
+    files["request.json"] = json.dumps(request)
     try:
         result = run_sandboxed([sys.executable, "-I", "runner.py"], files, limits, sandbox=sandbox)
+    except SandboxRefused as error:
+        raise EvaluatorFailure(str(error)) from error
     except OSError as error:
         raise EvaluatorFailure(f"the sandbox could not start: {error}") from error
     if result.timed_out:

@@ -18,11 +18,13 @@ from reef.sandbox import Limits
 ARCHIVE_FILE = "archive.json"
 
 
-def seed_archive(problem: Problem, limits: Limits = Limits(), **settings: Any) -> Archive:
-    """A fresh archive of the problem's seeds, each evaluated in the sandbox."""
+def seed_archive(
+    problem: Problem, limits: Limits = Limits(), *, sandbox: bool | None = None, **settings: Any
+) -> Archive:
+    """A fresh archive of the problem's seeds, each evaluated in the sandbox (`sandbox` as `evaluate_attempt`)."""
     seeds = []
     for solution in problem.seeds:
-        evaluation = evaluate_attempt(problem, solution, limits)
+        evaluation = evaluate_attempt(problem, solution, limits, sandbox=sandbox)
         seeds.append((solution, evaluation.score, evaluation.reward, evaluation.valid, evaluation.details))
     return Archive.seeded(seeds, **settings)
 

@@ -1,8 +1,9 @@
 """An agent task's workspace and check inside an episode root: the files the agent starts with, and the check run
 after it (a command and its expected exit status, or a file and the text it must hold).
 
-A check command runs where the agent ran (`<root>/work`), sandboxed like the agent when bubblewrap exists (no
-network, host read-only), with an empty environment and its own timeout.
+A check command runs where the agent ran (`<root>/work`), sandboxed like the agent (no network, only the system
+directories and its root visible; unsandboxed only where the operator allowed it), with an empty environment and
+its own timeout.
 """
 
 from __future__ import annotations

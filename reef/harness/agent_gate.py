@@ -1,4 +1,5 @@
-"""The gate of an agent adapter: paired evaluation by running the agent itself (pi) on the gate's tasks.
+"""The gate of an agent adapter: paired evaluation by running the agent itself (pi, Claude Code, Codex, opencode)
+on the gate's tasks.
 
 For each task the agent runs twice in sandboxed episodes, once with the candidate tree and once with the serving
 tree, side by side (interleaved), against this Reef with the same model and sampling. A task's score is its check
@@ -8,8 +9,12 @@ dropped; when more than `harness.max_error_fraction` of the pairs are dropped, t
 
 Each episode's agent, exit status, duration, check and a pointer to its trajectory (a JSON file under
 `<storage.dir>/episodes/<scenario>/`) go to the step's commit as `evaluation.episodes`. The episodes' model
-requests go through this Reef's own `/v1` (tagged `x-reef-tag-reef-episode`); for an agent adapter Reef
-prepends no harness prompt, so what the agent sees is exactly the tree it was given.
+requests go through this Reef's own `/v1` (tagged `x-reef-tag-reef-episode`), each agent in its own dialect;
+for an agent adapter Reef prepends no harness prompt, so what the agent sees is exactly the tree it was given.
+
+A request larger than the serving model's context fails every episode the same way: the first task's pair runs
+alone, and when the model refused a prompt as too long the evaluation fails closed with `PromptTooLarge`,
+naming the agent, the request's size and the model's context, before the other pairs run.
 """
 
 from __future__ import annotations
@@ -17,28 +22,42 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
 import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from reef.core.episode_tokens import mint_episode_token
 from reef.core.errors import BadRequest
+from reef.core.path_names import path_component
 from reef.core.settings import Settings
-from reef.harness.episodes import EpisodeResult, ModelBinding, PiEpisodes
+from reef.harness.agents import AGENTS
+from reef.harness.directed import created_for_review
+from reef.harness.episodes import AgentEpisodes, EpisodeResult, ModelBinding
 from reef.harness.tree import HarnessTree, load_tree
 from reef.learning.base import Evaluator
 from reef.learning.evaluation import Task, check
 from reef.learning.evaluation.tasks import GateTasks
+from reef.sandbox import SandboxRefused
 
 log = logging.getLogger(__name__)
 
 GateFor = Callable[[str], GateTasks]
 ReleaseDir = Callable[[str, str | None], Path | None]
-AGENT_EPISODES = {"pi": PiEpisodes}  # adapters whose agent the gate can run
+AGENT_EPISODES = frozenset(AGENTS)  # adapters whose agent the gate can run
+# How an engine refuses a prompt it cannot hold, as the agent relays it: (request tokens, context tokens) from
+# Reef's embedded engine (`reef.inference.local.request`), then (context, request) from an OpenAI-style server.
+_TOO_LARGE = re.compile(r"the prompt has (\d+) tokens; the model's context is (\d+)")
+_TOO_LARGE_OPENAI = re.compile(r"maximum context length is (\d+) tokens\. However, you requested (\d+) tokens")
 
 
 class EpisodeErrors(RuntimeError):
     """Too many episodes ended in errors for the gate to judge: it fails closed."""
+
+
+class PromptTooLarge(EpisodeErrors):
+    """The agent's request does not fit the serving model's context: no episode of this agent can be judged."""
 
 
 def agent_adapter(settings: Settings) -> str | None:
@@ -47,7 +66,7 @@ def agent_adapter(settings: Settings) -> str | None:
     adapter = settings.harness.default_adapter
     if settings.harness.gate == "chat" or adapter not in AGENT_EPISODES:
         return None
-    if not PiEpisodes.available():
+    if not AgentEpisodes.available(adapter):
         raise BadRequest(
             f"the gate of adapter {adapter!r} runs its agent, but `{adapter}` is not on PATH; install it or set "
             "harness.gate to chat",
@@ -56,16 +75,21 @@ def agent_adapter(settings: Settings) -> str | None:
     return adapter
 
 
+EPISODE_TOKEN_MARGIN_S = 60.0  # an episode's token outlives its timeout by this much
+
+
 def binding_for(settings: Settings, scenario: str) -> ModelBinding:
-    """This Reef as the episodes' model endpoint (its own address, first token, served model)."""
+    """This Reef as the episodes' model endpoint (its own address, served model) with a fresh episode token that
+    reaches only `/v1/*` and expires soon after the episode's timeout (`reef.core.episode_tokens`)."""
     host = settings.reef.host if settings.reef.host not in ("0.0.0.0", "::", "") else "127.0.0.1"
-    tokens = settings.reef.all_tokens()
+    secrets = [*settings.reef.all_tokens(), *settings.reef.all_admin_tokens()]
+    ttl_s = settings.harness.episode_timeout_s + EPISODE_TOKEN_MARGIN_S
     model = settings.inference.served_model_name or settings.inference.upstream_model or "reef"
     return ModelBinding(
         f"http://{host}:{settings.reef.port}",
         scenario,
         model,
-        api_key=tokens[0] if tokens else "reef",
+        api_key=mint_episode_token(secrets, ttl_s) if secrets else "reef",
         max_tokens=settings.harness.episode_max_tokens or settings.evaluation.max_new_tokens,
     )
 
@@ -81,15 +105,23 @@ class AgentEvaluator(Evaluator):
         settings: Settings,
         gate_for: GateFor,
         release_dir: ReleaseDir,
-        episodes: PiEpisodes | None = None,
+        episodes: AgentEpisodes | None = None,
         binding_for_scenario: Callable[[str], ModelBinding] | None = None,
     ) -> None:
         self.settings = settings
         self._gate_for = gate_for
         self._release_dir = release_dir
-        self.episodes = episodes or PiEpisodes.from_settings(settings)
+        self.episodes = episodes or AgentEpisodes.from_settings(settings, settings.harness.default_adapter)
         self._binding_for = binding_for_scenario or (lambda scenario: binding_for(settings, scenario))
         self._details: dict[str, dict[str, Any]] = {}
+
+    def blocker(self) -> str | None:
+        """`sandbox: …` when the episodes may not run here (no isolating sandbox, not allowed unsandboxed)."""
+        try:
+            self.episodes.sandboxed()
+        except SandboxRefused as refused:
+            return f"sandbox: {refused}"
+        return None
 
     def details(self, scenario: str) -> dict[str, Any] | None:
         """The last evaluation of `scenario`: every episode and the dropped pairs (for the step's commit)."""
@@ -102,6 +134,13 @@ class AgentEvaluator(Evaluator):
         current_dir = await asyncio.to_thread(self._release_dir, scenario, current_release_id)
         current = load_tree(current_dir) if current_dir is not None else HarnessTree()
         candidate = load_tree(candidate_path) if candidate_path is not None else current
+        unreviewed = created_for_review(current, candidate)
+        if unreviewed and not self.episodes.sandboxed():
+            # Model-written code runs only inside an isolating sandbox, whatever sandbox.allow_unsandboxed says.
+            raise SandboxRefused(
+                f"the candidate holds unreviewed extension/command nodes {unreviewed}: they are gated only inside an "
+                "isolating sandbox (bubblewrap), even with sandbox.allow_unsandboxed"
+            )
         evaluation_id = uuid.uuid4().hex[:12]
 
         async def pair(task: Task) -> tuple[EpisodeResult, EpisodeResult]:
@@ -111,7 +150,9 @@ class AgentEvaluator(Evaluator):
             )
             return candidate_run, current_run
 
-        runs = await asyncio.gather(*(pair(task) for task in tasks))
+        runs = [await pair(tasks[0])] if tasks else []
+        self._refuse_too_large(runs)
+        runs += await asyncio.gather(*(pair(task) for task in tasks[1:]))
         candidate_scores: list[float] = []
         current_scores: list[float] = []
         episodes: list[dict[str, Any]] = []
@@ -127,7 +168,12 @@ class AgentEvaluator(Evaluator):
                 continue
             candidate_scores.append(scores[0])
             current_scores.append(scores[1])
-        self._details[scenario] = {"agent": self.episodes.binary, "episodes": episodes, "dropped_pairs": dropped}
+        self._details[scenario] = {
+            "agent": self.episodes.agent.name,
+            "agent_version": self.episodes.agent.installed_version(self.episodes.binary),
+            "episodes": episodes,
+            "dropped_pairs": dropped,
+        }
         allowed = self.settings.harness.max_error_fraction * len(tasks)
         if len(dropped) > allowed or not candidate_scores:
             raise EpisodeErrors(
@@ -135,6 +181,22 @@ class AgentEvaluator(Evaluator):
                 f"{self.settings.harness.max_error_fraction:g}); failing closed"
             )
         return candidate_scores, current_scores
+
+    def _refuse_too_large(self, runs: list[tuple[EpisodeResult, EpisodeResult]]) -> None:
+        """Fail closed when the model refused an episode's prompt as larger than its context."""
+        for run in (run for pair in runs for run in pair):
+            said = json.dumps(run.trajectory) + run.stderr_tail if run.error else ""
+            ours, openai = _TOO_LARGE.search(said), _TOO_LARGE_OPENAI.search(said)
+            if ours:
+                tokens, context = ours.groups()
+            elif openai:
+                context, tokens = openai.groups()
+            else:
+                continue
+            raise PromptTooLarge(
+                f"agent {self.episodes.agent.name!r} sent a request of {tokens} tokens; the serving model's "
+                f"context is {context} tokens: serve a model with a larger context or set harness.gate to chat"
+            )
 
     async def _episode(
         self, scenario: str, evaluation_id: str, side: str, tree: HarnessTree, task: Task
@@ -158,7 +220,7 @@ class AgentEvaluator(Evaluator):
         return {
             "task_id": task.task_id,
             "side": side,
-            "agent": Path(self.episodes.binary).name,
+            "agent": self.episodes.agent.name,
             "exit_status": run.exit_code,
             "timed_out": run.timed_out,
             "error": run.error,
@@ -172,7 +234,7 @@ class AgentEvaluator(Evaluator):
     def _store_trajectory(self, scenario: str, episode_id: str, run: EpisodeResult) -> str:
         """Write the trajectory under the storage directory; the pointer is its path relative to it."""
         root = Path(self.settings.storage.dir).expanduser()
-        relative = Path("episodes") / scenario.replace(":", "%3A") / f"{episode_id}.json"
+        relative = Path("episodes") / path_component(scenario, "scenario") / f"{path_component(episode_id)}.json"
         path = root / relative
         path.parent.mkdir(parents=True, exist_ok=True)
         body = {"events": run.trajectory, "answer": run.answer, "stderr_tail": run.stderr_tail}

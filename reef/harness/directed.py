@@ -14,6 +14,7 @@ from typing import Any
 
 from reef.harness.mutations import Mutation, coerce_mutations
 from reef.harness.proposer import Proposer, parse_json_reply
+from reef.harness.reply_schema import NODES_REPLY, NODES_SCHEMA, reply_max_tokens
 from reef.harness.traces import question_of
 from reef.harness.tree import HarnessTree, Node
 
@@ -45,7 +46,9 @@ async def directed_mutations(
         {"role": "system", "content": DIRECT},
         {"role": "user", "content": direction_prompt(instruction, tree, traces)},
     ]
-    reply = await proposer.complete(messages, max_tokens=max_tokens)
+    reply = await proposer.complete(
+        messages, max_tokens=reply_max_tokens(NODES_SCHEMA, max_tokens), response_format=NODES_REPLY
+    )
     existing = {node.text for node in tree if node.text}
     # A small model often echoes the tree back: a node the tree already holds is no change.
     mutations = [

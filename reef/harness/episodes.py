@@ -1,15 +1,20 @@
 """Episodes: run a real agent on one task, in a fresh temporary root holding the rendered tree and the model
 binding, with a timeout, a residue check and the trajectory read back.
 
-`pi` episodes run the pi binary (`PI_CODING_AGENT_DIR=<root>/agent` with `AGENTS.md`, skills… and a
-`models.json` naming this Reef as provider `reef`; `PI_OFFLINE=1 pi --provider reef --model ID --mode json -p
-TASK`). `chat` episodes are one request through the engine with the chat adapter's system prompt.
+Agent episodes (`pi`, `claude`, `codex`, `opencode`) run the agent's binary non-interactively; what each one
+needs (where it reads its tree, how it is bound to this Reef, its command line) is in `reef.harness.agents`.
+HOME, TMPDIR and the XDG directories point inside the root, so no host configuration or credential is read.
+`chat` episodes are one request through the engine with the chat adapter's system prompt.
 
-Sandboxing: where `bwrap` exists the agent sees the host read-only, a private /tmp, its own writable root and
-its own PID namespace and no network (`--unshare-net`) but the model endpoint: since that also removes the
-host's loopback, Reef's address is brought in over a Unix socket in the root and a forwarder inside the sandbox
-listening on Reef's port (`reef.sandbox.netbridge`). The environment is emptied (no provider keys reach the
-agent), and the only credential inside the root is the Reef token of the binding.
+Sandboxing (`reef.sandbox`): the agent sees the system directories, the Python environment and its own install
+directory read-only, a private /tmp, its own writable root (HOME and the XDG config, cache and data directories
+inside it) and its own PID namespace, and no network (`--unshare-net`) but the model endpoint: since that also
+removes the host's loopback, Reef's address is brought in over a Unix socket in the root and a forwarder inside the
+sandbox listening on Reef's port (`reef.sandbox.netbridge`). The state directory, the database, the release
+repository and the real home are not there. Without an isolating sandbox an episode refuses (`SandboxRefused`)
+unless `sandbox.allow_unsandboxed`. The environment is emptied (no provider keys reach the agent), and the only
+credential inside the root is the binding's token, which the gate mints per evaluation and which reaches only
+`/v1/*` (`reef.core.episode_tokens`).
 """
 
 from __future__ import annotations
@@ -31,14 +36,16 @@ from typing import Any
 from reef.core.scenarios import Dialect
 from reef.core.settings import Settings
 from reef.harness.agent_checks import CheckResult, prepare_workspace, run_check
+from reef.harness.agents import AGENTS, Agent, agent_env
 from reef.harness.chat import chat_harness_of
 from reef.harness.render import render, write_files
 from reef.harness.tree import HarnessTree
 from reef.inference.base import Engine, RequestContext
 from reef.learning.evaluation import answer_text
 from reef.learning.evaluation.agent_tasks import AgentCheck, Workspace
-from reef.sandbox.bubblewrap import bwrap_available, bwrap_prefix, needed_under_tmp
+from reef.sandbox.bubblewrap import bwrap_prefix, needed_by
 from reef.sandbox.netbridge import FORWARDER, unix_bridge
+from reef.sandbox.policy import choose_sandbox
 
 STDERR_TAIL_CHARS = 4_000
 
@@ -53,25 +60,6 @@ class ModelBinding:
     api_key: str = "reef"
     max_tokens: int | None = None
     episode_id: str | None = None  # tags the episode's records (`x-reef-tag-reef-episode`)
-
-    def pi_models_json(self) -> dict[str, Any]:
-        model: dict[str, Any] = {"id": self.model}
-        if self.max_tokens:
-            model["maxTokens"] = self.max_tokens
-        return {
-            "providers": {
-                "reef": {
-                    "api": "openai-completions",
-                    "baseUrl": self.base_url.rstrip("/") + "/v1",
-                    "apiKey": self.api_key,
-                    "headers": {
-                        "x-reef-scenario": self.scenario,
-                        **({"x-reef-tag-reef-episode": self.episode_id} if self.episode_id else {}),
-                    },
-                    "models": [model],
-                }
-            }
-        }
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -98,29 +86,46 @@ class EpisodeResult:
         return None
 
 
-class PiEpisodes:
-    """Runs pi episodes, at most `max_parallel` at a time."""
+class AgentEpisodes:
+    """Runs one agent's episodes (`agent`: an adapter name in `reef.harness.agents.AGENTS`), at most `max_parallel`
+    at a time; `binary` defaults to the agent's own name on PATH."""
 
     def __init__(
         self,
-        binary: str = "pi",
+        agent: str,
+        binary: str | None = None,
         *,
         timeout_s: float = 120.0,
         max_parallel: int = 2,
         sandbox: bool | None = None,
         temp_dir: Path | None = None,
+        allow_unsandboxed: bool = False,
     ) -> None:
-        self.binary = shutil.which(binary) or binary
+        self.agent: Agent = AGENTS[agent]
+        self.binary = shutil.which(binary or agent) or binary or agent
         self.timeout_s = timeout_s
-        self.sandbox = bwrap_available() if sandbox is None else sandbox
+        # None: bubblewrap, or a refusal where it cannot start (unless `allow_unsandboxed`); decided per run.
+        self.sandbox = sandbox
+        self.allow_unsandboxed = allow_unsandboxed
         self.temp_dir = temp_dir
         self._limit = asyncio.Semaphore(max_parallel)
 
     @classmethod
-    def from_settings(cls, settings: Settings, binary: str = "pi") -> PiEpisodes:
+    def from_settings(cls, settings: Settings, agent: str = "pi") -> AgentEpisodes:
         """Timeout and parallelism from `settings.harness` (`episode_timeout_s`, `max_parallel_episodes`)."""
         harness = settings.harness
-        return cls(binary, timeout_s=harness.episode_timeout_s, max_parallel=harness.max_parallel_episodes)
+        return cls(
+            agent,
+            timeout_s=harness.episode_timeout_s,
+            max_parallel=harness.max_parallel_episodes,
+            allow_unsandboxed=settings.sandbox.allow_unsandboxed,
+        )
+
+    def sandboxed(self) -> bool:
+        """Whether the next episode runs under bubblewrap; SandboxRefused when it may not run at all."""
+        if self.sandbox is not None:
+            return self.sandbox
+        return choose_sandbox(self.allow_unsandboxed, "an agent episode")
 
     @staticmethod
     def available(binary: str = "pi") -> bool:
@@ -138,31 +143,38 @@ class PiEpisodes:
         check: AgentCheck | None = None,
     ) -> EpisodeResult:
         """One episode: the agent starts in `workspace`; `check` runs after it (not when the agent failed)."""
+        sandbox = self.sandboxed()
         async with self._limit:
             root = Path(tempfile.mkdtemp(prefix="reef-episode-", dir=self.temp_dir))
             try:
-                result = await self._run_in(root, tree, task, binding, workspace)
+                result = await self._run_in(root, tree, task, binding, workspace, sandbox)
                 if check is not None and result.error is None:
-                    checked = await run_check(root, root / "work", check, self.sandbox)
+                    checked = await run_check(root, root / "work", check, sandbox)
                     result = dataclasses.replace(result, check=checked)
                 return result
             finally:
                 shutil.rmtree(root, ignore_errors=True)
 
     async def _run_in(
-        self, root: Path, tree: HarnessTree, task: str, binding: ModelBinding, workspace: Workspace | None = None
+        self,
+        root: Path,
+        tree: HarnessTree,
+        task: str,
+        binding: ModelBinding,
+        workspace: Workspace | None,
+        sandbox: bool,
     ) -> EpisodeResult:
-        agent, work, home = root / "agent", root / "work", root / "home"
-        for directory in (agent, work, home, root / "tmp"):
+        work, home = root / "work", root / "home"
+        for directory in (work, home, root / "tmp"):
             directory.mkdir()
         prepare_workspace(work, workspace)
-        write_files(render(tree, "pi"), agent)
-        (agent / "models.json").write_text(json.dumps(binding.pi_models_json(), indent=2))
-        os.chmod(agent / "models.json", 0o600)
-        command = [self.binary, "--provider", "reef", "--model", binding.model, "--mode", "json", "--no-session"]
-        command += ["-p", task]
-        if not self.sandbox:
-            return await self._execute(root, work, home, agent, command)
+        config_dir = self.agent.config_dir(root)
+        config_dir.mkdir(parents=True, exist_ok=True)
+        write_files(render(tree, self.agent.name), config_dir)
+        launch = self.agent.launch(root, self.binary, task, binding, tree)
+        command, env = launch.command, {**agent_env(root), **launch.env}
+        if not sandbox:
+            return await self._execute(work, env, command, sandbox)
         endpoint = urllib.parse.urlsplit(binding.base_url)
         host, port = endpoint.hostname or "127.0.0.1", endpoint.port or (443 if endpoint.scheme == "https" else 80)
         (root / "forwarder.py").write_text(FORWARDER)
@@ -170,17 +182,10 @@ class PiEpisodes:
         forwarded = [sys.executable, str(root / "forwarder.py"), str(socket_path), str(port), "--", *command]
         sandboxed = self._sandboxed(root, work, Path(self.binary).resolve().parent) + forwarded
         async with unix_bridge(socket_path, host, port):
-            return await self._execute(root, work, home, agent, sandboxed)
+            return await self._execute(work, env, sandboxed, sandbox)
 
-    async def _execute(self, root: Path, work: Path, home: Path, agent: Path, command: list[str]) -> EpisodeResult:
-        env = {
-            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-            "HOME": str(home),
-            "TMPDIR": str(root / "tmp"),
-            "LANG": "C.UTF-8",
-            "PI_OFFLINE": "1",
-            "PI_CODING_AGENT_DIR": str(agent),
-        }
+    async def _execute(self, work: Path, agent_env: dict[str, str], command: list[str], sandbox: bool) -> EpisodeResult:
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8", **agent_env}
         started = time.monotonic()
         process = await asyncio.create_subprocess_exec(
             *command,
@@ -202,19 +207,18 @@ class PiEpisodes:
         trajectory = parse_trajectory(stdout.decode("utf-8", "replace"))
         residue = _residue(process.pid)
         return EpisodeResult(
-            answer=final_answer(trajectory),
+            answer=self.agent.final_answer(trajectory),
             exit_code=process.returncode,
             timed_out=timed_out,
             trajectory=trajectory,
             residue=residue,
-            sandboxed=self.sandbox,
+            sandboxed=sandbox,
             duration_s=duration_s,
             stderr_tail=stderr.decode("utf-8", "replace")[-STDERR_TAIL_CHARS:],
         )
 
-    @staticmethod
-    def _sandboxed(root: Path, work: Path, binary_dir: Path) -> list[str]:
-        return bwrap_prefix(root, work, needed_under_tmp(binary_dir))
+    def _sandboxed(self, root: Path, work: Path, binary_dir: Path) -> list[str]:
+        return bwrap_prefix(root, work, [*needed_by(binary_dir), *self.agent.runtime_paths(self.binary)])
 
 
 async def chat_episode(engine: Engine, tree: HarnessTree, task: str, binding: ModelBinding) -> EpisodeResult:
@@ -234,8 +238,15 @@ async def chat_episode(engine: Engine, tree: HarnessTree, task: str, binding: Mo
     return EpisodeResult(answer, 0, False, trajectory, [], False, time.monotonic() - started)
 
 
+class PiEpisodes(AgentEpisodes):
+    """pi's episodes (`binary` defaults to `pi` on PATH)."""
+
+    def __init__(self, binary: str = "pi", **options: Any) -> None:
+        super().__init__("pi", binary, **options)
+
+
 def parse_trajectory(stdout: str) -> list[dict[str, Any]]:
-    """pi's `--mode json` events, one JSON object a line (other lines are skipped)."""
+    """An agent's JSON events, one JSON object a line (other lines are skipped)."""
     events = []
     for line in stdout.splitlines():
         line = line.strip()
@@ -245,16 +256,6 @@ def parse_trajectory(stdout: str) -> list[dict[str, Any]]:
             except ValueError:
                 continue
     return events
-
-
-def final_answer(trajectory: list[dict[str, Any]]) -> str:
-    """The text of the last assistant message in a pi trajectory."""
-    for event in reversed(trajectory):
-        message = event.get("message") if event.get("type") in ("message_end", "turn_end") else None
-        if isinstance(message, dict) and message.get("role") == "assistant":
-            content = message.get("content") or []
-            return "".join(p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text")
-    return ""
 
 
 def _kill_group(pid: int) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import abc
 import json
 import re
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -19,6 +20,7 @@ from reef.core.errors import UpstreamError
 from reef.core.scenarios import Dialect
 from reef.core.settings import Settings
 from reef.inference.base import Engine, RequestContext
+from reef.learning.budget import MeteredEngine, usage_tokens
 
 Messages = list[dict[str, str]]
 
@@ -29,8 +31,11 @@ class Proposer(abc.ABC):
     name: str = "proposer"
 
     @abc.abstractmethod
-    async def complete(self, messages: Messages, max_tokens: int = 256) -> str:
-        """The assistant's reply text; raises ReefError when the model cannot be reached."""
+    async def complete(
+        self, messages: Messages, max_tokens: int = 256, response_format: dict[str, Any] | None = None
+    ) -> str:
+        """The assistant's reply text, of `response_format`'s shape where the endpoint honours it (see
+        `reef.harness.reply_schema`); raises ReefError when the model cannot be reached."""
 
 
 class EngineProposer(Proposer):
@@ -40,8 +45,12 @@ class EngineProposer(Proposer):
         self.engine, self.scenario, self.model = engine, scenario, model
         self.name = f"engine:{model}"
 
-    async def complete(self, messages: Messages, max_tokens: int = 256) -> str:
-        body = {"model": self.model, "messages": messages, "max_tokens": max_tokens, "temperature": 0.0}
+    async def complete(
+        self, messages: Messages, max_tokens: int = 256, response_format: dict[str, Any] | None = None
+    ) -> str:
+        body: dict[str, Any] = {"model": self.model, "messages": messages, "max_tokens": max_tokens, "temperature": 0.0}
+        if response_format is not None:
+            body["response_format"] = response_format
         completion = await self.engine.complete(Dialect.CHAT, body, RequestContext(self.scenario))
         if completion.status >= 400:
             raise UpstreamError(f"the proposer answered {completion.status}")
@@ -51,12 +60,23 @@ class EngineProposer(Proposer):
 class HttpProposer(Proposer):
     """Any OpenAI-compatible (`/v1/chat/completions`) or Anthropic-compatible (`/v1/messages`) endpoint."""
 
-    def __init__(self, url: str, api: str, model: str, api_key: str | None, timeout_s: float = 120.0) -> None:
+    def __init__(
+        self,
+        url: str,
+        api: str,
+        model: str,
+        api_key: str | None,
+        timeout_s: float = 120.0,
+        on_usage: Callable[[Any], None] | None = None,
+    ) -> None:
         self.url = url.rstrip("/").removesuffix("/v1")
         self.api, self.model, self._api_key, self.timeout_s = api, model, api_key, timeout_s
         self.name = f"{api}:{model}"
+        self._on_usage = on_usage  # each answer's `usage` (the learner's upstream budget counts it)
 
-    async def complete(self, messages: Messages, max_tokens: int = 256) -> str:
+    async def complete(
+        self, messages: Messages, max_tokens: int = 256, response_format: dict[str, Any] | None = None
+    ) -> str:
         headers = {"content-type": "application/json"}
         if self.api == "anthropic":
             system = "\n\n".join(m["content"] for m in messages if m["role"] == "system")
@@ -73,6 +93,8 @@ class HttpProposer(Proposer):
             path = "/v1/messages"
         else:
             body = {"model": self.model, "messages": messages, "max_tokens": max_tokens, "temperature": 0.0}
+            if response_format is not None:
+                body["response_format"] = response_format
             if self._api_key:
                 headers["authorization"] = f"Bearer {self._api_key}"
             path = "/v1/chat/completions"
@@ -84,6 +106,8 @@ class HttpProposer(Proposer):
         if response.status_code >= 400:
             raise UpstreamError(f"the proposer answered {response.status_code}")
         data = response.json()
+        if self._on_usage is not None and isinstance(data, dict):
+            self._on_usage(data.get("usage"))
         if self.api == "anthropic":
             return "".join(part.get("text", "") for part in data.get("content", []) if isinstance(part, dict))
         return str(data["choices"][0]["message"].get("content") or "")
@@ -95,8 +119,12 @@ def open_proposer(settings: Settings, engine: Engine, scenario: str) -> Proposer
     model = harness.proposer_model or settings.inference.served_model_name or settings.inference.upstream_model
     if harness.proposer_url:
         key = harness.proposer_api_key.get_secret_value() if harness.proposer_api_key else None
+        on_usage = None
+        if isinstance(engine, MeteredEngine):  # the learner runs under an upstream budget
+            budget = engine.budget
+            on_usage = lambda usage: budget.spend(scenario, usage_tokens(usage))  # noqa: E731
         return HttpProposer(
-            harness.proposer_url, harness.proposer_api, model or "default", key, harness.episode_timeout_s
+            harness.proposer_url, harness.proposer_api, model or "default", key, harness.episode_timeout_s, on_usage
         )
     return EngineProposer(engine, scenario, model or "reef")
 

@@ -12,6 +12,7 @@ from typing import Any
 
 import orjson
 
+from reef.core.errors import BadRequest
 from reef.harness.catalog import Adapter, load_adapter
 from reef.harness.tree import TREE_FILE, HarnessTree, Node
 
@@ -61,6 +62,9 @@ def write_files(files: dict[str, str], root: Path) -> None:
     """Write rendered files under `root` (an episode's or installer's agent directory)."""
     for relative, text in files.items():
         path = Path(root) / relative
+        # Node names are checked on admission; a tree from elsewhere must still not write outside `root`.
+        if "\0" in relative or not path.resolve().is_relative_to(Path(root).resolve()):
+            raise BadRequest(f"{relative!r} escapes the agent directory", field="nodes.config.name")
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
 

@@ -10,8 +10,10 @@ import abc
 import dataclasses
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
+from reef.core.capabilities import Capability
+from reef.core.payloads import TrainingCapture
 from reef.core.releases import Release
 from reef.core.scenarios import Dialect
 
@@ -49,7 +51,7 @@ class Completion:
     # The last parsed JSON chunk/event of the stream (chat: its id/created/model feed the in-band receipt chunk).
     last_chunk: dict[str, Any] | None = None
     usage: dict[str, Any] | None = None
-    training: dict[str, Any] | None = None
+    training: TrainingCapture | None = None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -72,7 +74,7 @@ class StreamResult:
     body: dict[str, Any]
     complete: bool
     usage: dict[str, Any] | None = None
-    training: dict[str, Any] | None = None
+    training: TrainingCapture | None = None
     error: str | None = None
 
 
@@ -102,6 +104,8 @@ class Engine(abc.ABC):
 
     # Whether `score` works here (a learning gate holds rollouts back for ranking only when it does).
     scores_completions: bool = False
+    # What this engine supplies to recipes (`reef.core.capabilities`); `reef serve` checks it before loading.
+    supplies: ClassVar[frozenset[Capability]] = frozenset()
 
     @abc.abstractmethod
     async def start(self) -> None:

@@ -1,8 +1,9 @@
 """`inference.backend: vllm | sglang`: launch that engine as a subprocess and proxy to it.
 
 Thin on purpose: the subprocess is an OpenAI-compatible server, so requests go through the upstream engine;
-what this module adds is the command line, the wait for health, and LoRA releases through the engine's runtime
-adapter endpoints (vLLM `/v1/load_lora_adapter`, SGLang `/load_lora_adapter`), selected per request by `model`.
+what this module adds is the command line, the wait for health, LoRA releases through the engine's runtime
+adapter endpoints (vLLM `/v1/load_lora_adapter`, SGLang `/load_lora_adapter`), selected per request by `model`,
+and the token capture and scoring the on-policy recipes need (`reef.inference.capture`).
 """
 
 from __future__ import annotations
@@ -21,12 +22,16 @@ from pathlib import Path
 from typing import Any, Literal
 
 import aiohttp
+import orjson
 
+from reef.core.capabilities import ENGINE_SUPPLIES
 from reef.core.errors import NotFound, UpstreamError
 from reef.core.releases import Release
 from reef.core.scenarios import Dialect
 from reef.core.settings import InferenceSettings
 from reef.inference.base import Completion, CompletionStream, Engine, RequestContext
+from reef.inference.capture import client_view, score_request, scores_from, training_from_chat, with_capture
+from reef.inference.capture_stream import CapturingStream
 
 log = logging.getLogger(__name__)
 
@@ -98,6 +103,10 @@ class _Bound:
 class LaunchedEngine(Engine):
     """A vLLM / SGLang subprocess behind the upstream engine, with one LoRA adapter per scenario's release."""
 
+    # `score` works (prompt log-probs), but `score_answer` (the likelihood gate) needs the chat template here:
+    # until then the gate does not count on scoring (`scores_completions` stays False).
+    supplies = ENGINE_SUPPLIES["vllm"]
+
     def __init__(self, settings: InferenceSettings, backend: Backend) -> None:
         if importlib.util.find_spec(_MODULES[backend].split(".")[0]) is None:
             raise ValueError(f"inference.backend {backend}: the {backend!r} package is not installed")
@@ -144,11 +153,12 @@ class LaunchedEngine(Engine):
                 await asyncio.sleep(1.0)
         raise UpstreamError(f"{self._backend} did not become healthy within {STARTUP_TIMEOUT_S:g} s")
 
-    async def _post(self, request: tuple[str, dict[str, Any]]) -> None:
+    async def _post(self, request: tuple[str, dict[str, Any]]) -> Any:
         path, body = request
         async with aiohttp.ClientSession() as session, session.post(self._base_url + path, json=body) as response:
             if response.status >= 400:
                 raise UpstreamError(f"{self._backend} {path} answered {response.status}: {await response.text()}")
+            return await response.json(content_type=None) if response.content_length != 0 else None
 
     async def _ensure_adapter(self, path: Path) -> str:
         name = adapter_name(path)
@@ -183,11 +193,31 @@ class LaunchedEngine(Engine):
 
     async def complete(self, dialect: Dialect, body: dict[str, Any], ctx: RequestContext) -> Completion:
         body, ctx = await self._route(body, ctx)
-        return await self._upstream.complete(dialect, body, ctx)
+        if dialect is not Dialect.CHAT:  # captured in the chat dialect only (the server's own)
+            return await self._upstream.complete(dialect, body, ctx)
+        completion = await self._upstream.complete(dialect, with_capture(body), ctx)
+        if completion.status >= 400:
+            return completion
+        view = client_view(completion.body, body)
+        return dataclasses.replace(
+            completion, raw=orjson.dumps(view), body=view, training=training_from_chat(completion.body)
+        )
+
+    async def score(self, prompt_ids: list[int], completion_ids: list[int], ctx: RequestContext) -> list[float]:
+        routed, _ = await self._route({}, ctx)
+        base = served_name(self._settings)
+        request = score_request(self._backend, routed["model"], base, prompt_ids, completion_ids)
+        answer = await self._post(request)
+        try:
+            return scores_from(self._backend, answer if isinstance(answer, dict) else {}, completion_ids)
+        except ValueError as error:
+            raise UpstreamError(f"{self._backend} scoring: {error}")
 
     async def stream(self, dialect: Dialect, body: dict[str, Any], ctx: RequestContext) -> CompletionStream:
         body, ctx = await self._route(body, ctx)
-        return await self._upstream.stream(dialect, body, ctx)
+        if dialect is not Dialect.CHAT or self._backend != "vllm":  # SGLang streams no token ids
+            return await self._upstream.stream(dialect, body, ctx)
+        return CapturingStream(await self._upstream.stream(dialect, with_capture(body), ctx), body)
 
     async def count_tokens(self, body: dict[str, Any], ctx: RequestContext) -> dict[str, Any]:
         return await self._upstream.count_tokens(body, ctx)

@@ -14,6 +14,7 @@ from typing import Any
 
 import orjson
 
+from reef.core.capabilities import ENGINE_SUPPLIES
 from reef.core.errors import UpstreamError, UpstreamRejected, UpstreamTimeout
 from reef.core.releases import Release
 from reef.core.scenarios import Dialect
@@ -67,6 +68,8 @@ def _rejected(status: int, raw: bytes, body: Any) -> UpstreamRejected:
 
 class UpstreamEngine(Engine):
     """Answers every request by calling one upstream provider over a pooled HTTP client."""
+
+    supplies = ENGINE_SUPPLIES["upstream"]
 
     def __init__(self, settings: InferenceSettings) -> None:
         if not settings.upstream_url:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import abc
 import dataclasses
+from collections.abc import Callable
 from typing import Any
 
 from reef.core.records import Record
@@ -79,3 +80,6 @@ class Judge(abc.ABC):
 
     async def aclose(self) -> None:  # noqa: B027 - only endpoint judges hold a connection pool
         """Release what the judge holds."""
+
+    def meter(self, on_usage: Callable[[Any], None]) -> None:  # noqa: B027 - only endpoint judges spend tokens
+        """Hand each answer's `usage` to `on_usage` (the learner's upstream budget counts it)."""

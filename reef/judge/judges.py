@@ -152,6 +152,15 @@ class EndpointJudge(Judge):
         elif key:
             headers = {"authorization": f"Bearer {key}"}
         self._client = httpx.AsyncClient(base_url=settings.url, headers=headers, timeout=settings.timeout_s)
+        self._on_usage: Callable[[Any], None] | None = None
+
+    def meter(self, on_usage: Callable[[Any], None]) -> None:
+        self._on_usage = on_usage
+
+    def _spent(self, answer: Any) -> Any:
+        if self._on_usage is not None and isinstance(answer, dict):
+            self._on_usage(answer.get("usage"))
+        return answer
 
     async def vote(self, request: JudgeRequest) -> Vote:
         prompt = judge_prompt(request.messages, request.answer, request.next_state)
@@ -167,7 +176,7 @@ class EndpointJudge(Judge):
         }
         response = await self._client.post("/v1/chat/completions", json=body)
         response.raise_for_status()
-        choices = response.json().get("choices") or [{}]
+        choices = self._spent(response.json()).get("choices") or [{}]
         return str((choices[0].get("message") or {}).get("content") or "")
 
     async def _anthropic(self, prompt: str) -> str:
@@ -180,7 +189,7 @@ class EndpointJudge(Judge):
         }
         response = await self._client.post("/v1/messages", json=body)
         response.raise_for_status()
-        blocks = response.json().get("content") or []
+        blocks = self._spent(response.json()).get("content") or []
         return "".join(str(b.get("text") or "") for b in blocks if isinstance(b, dict) and b.get("type") == "text")
 
     async def aclose(self) -> None:

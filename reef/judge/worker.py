@@ -55,6 +55,9 @@ class JudgeWorker(FeedbackSource):
         # Delivered verdicts the processor has not read yet: their turns are still listed as due until it does.
         self._delivered: set[str] = set()
 
+    def meter(self, on_usage: Callable[[Any], None]) -> None:
+        self.judge.meter(on_usage)
+
     def blocker(self) -> str | None:
         if self._down is None:
             return None

@@ -10,10 +10,11 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from reef.core.errors import BadRequest, Conflict
+from reef.core.payloads import ControlState
 from reef.learning.base import Recipe
 from reef.storage.base import RecordStore, ScenarioControl
 
@@ -42,7 +43,7 @@ class TrainingControl:
             self.request = None
             self._store(self.mode, self.paused, None)
 
-    def state(self, running_step_id: str | None) -> dict[str, Any]:
+    def state(self, running_step_id: str | None) -> ControlState:
         """`training_mode`, `paused` and `requested` (with `state` queued or running) as the API shows them."""
         requested = None
         if self.request is not None:
@@ -94,7 +95,7 @@ class TrainingControl:
         self.records.set_control(self.scenario, ScenarioControl(mode, paused, request))
 
 
-def contract(scenario: str, recipe: Recipe, batch_size: int, state: dict[str, Any] | None) -> dict[str, Any]:
+def contract(scenario: str, recipe: Recipe, batch_size: int, state: Mapping[str, Any] | None) -> dict[str, Any]:
     """`GET /reef/scenarios/{s}/contract`: the recipe, its report schema, and (from the learner's `state`, None when
     the recipe does not learn) the training control and what is ready."""
     state = state or {}

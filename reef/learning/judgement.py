@@ -92,8 +92,7 @@ async def judge(
     else:
         outcome = "lost" if selector.lost(candidate_scores, current_scores) else "tie"
     metrics = {**candidate_metrics, **paired_summary(candidate_scores, current_scores)}
-    details = getattr(evaluator, "details", None)
-    evaluation = details(scenario) if callable(details) else None
+    evaluation = evaluator.details(scenario)
     if evaluation:  # e.g. the agent gate's episodes: agent, exit status, duration, trajectory pointer
         metrics["evaluation"] = evaluation
     return Judgement(list(candidate_scores), list(current_scores), outcome, reason, metrics)

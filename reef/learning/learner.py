@@ -29,17 +29,21 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from reef.core.errors import BadRequest, Conflict
+from reef.core.payloads import ControlState, LearnerStatus
 from reef.core.records import Record
+from reef.core.releases import Commit, Verdict
 from reef.core.settings import Settings
 from reef.inference.base import Engine
 from reef.learning.activity import StepActivity, commit_summary
 from reef.learning.base import Batch, Evaluator, Processor, Recipe, Selector
+from reef.learning.budget import UpstreamBudget, usage_tokens
 from reef.learning.control import TrainingControl
 from reef.learning.evaluation.selectors import Always
 from reef.learning.evaluation.tasks import GateTasks
 from reef.learning.gate import GateSources, ScenarioGate
 from reef.learning.lineage import WorkingLineage
 from reef.learning.recovery import feed_new, resume
+from reef.learning.rollout.hooks import RolloutHooks
 from reef.learning.settlement import Activate
 from reef.learning.steps import LostLeadership, Steps
 from reef.releases.base import CommitLog, ReleaseStore
@@ -70,8 +74,11 @@ class Learner:
         backend_factory: Callable[[], Any],
         gate: GateSources,
         leading: Callable[[], Awaitable[bool]] | None = None,
+        rollouts: RolloutHooks | None = None,
+        budget: UpstreamBudget | None = None,
     ) -> None:
         self.scenario = scenario
+        self.budget = budget
         self.recipe = recipe
         self.settings = settings
         self.records = records
@@ -80,9 +87,7 @@ class Learner:
         self.engine = engine
         self.evaluator = evaluator
         self.selector = selector
-        self.gate = ScenarioGate(
-            scenario, gate, bool(getattr(evaluator, "uses_gate_tasks", False)), isinstance(selector, Always)
-        )
+        self.gate = ScenarioGate(scenario, gate, evaluator.uses_gate_tasks, isinstance(selector, Always))
         self.lineage = WorkingLineage(scenario, releases)
         self._activity = StepActivity(scenario)
         self._steps = Steps(
@@ -104,6 +109,7 @@ class Learner:
             leading=leading,
             processor=lambda: self._processor,
             resume=self._resume,
+            rollouts=rollouts,
         )
         self._step_lock = asyncio.Lock()
         self._wake = asyncio.Event()
@@ -113,6 +119,8 @@ class Learner:
         self._control = TrainingControl(scenario, records, settings.learning.mode)
         # Feedback computed from traffic (openclawrl's judge): runs beside the loop, its verdicts become records.
         self._feedback = recipe.feedback_source(scenario)
+        if self._feedback is not None and budget is not None and budget.max_tokens_per_hour:
+            self._feedback.meter(lambda usage: budget.spend(scenario, usage_tokens(usage)))
         self._feedback_task: asyncio.Task[None] | None = None
 
     # ---- lifecycle -------------------------------------------------------------------------------------------
@@ -146,11 +154,11 @@ class Learner:
 
     # ---- training control ------------------------------------------------------------------------------------
 
-    def control(self) -> dict[str, Any]:
+    def control(self) -> ControlState:
         """The training mode, whether learning is paused, and the requested step (queued or running) if any."""
         return self._control.state(self._activity.job.get("step_id"))
 
-    async def set_control(self, training_mode: str | None = None, paused: bool | None = None) -> dict[str, Any]:
+    async def set_control(self, training_mode: str | None = None, paused: bool | None = None) -> ControlState:
         """Change the training mode and/or pause or resume learning (stored first, then in effect)."""
         await self._control.set(training_mode, paused)
         mode, paused_now = self._control.mode, self._control.paused
@@ -190,6 +198,16 @@ class Learner:
         log.info("learner %s: step %s requested", self.scenario, request["step_id"])
         self.wake()
         return {**request, "scenario": self.scenario, "state": "queued"}
+
+    async def record_outcome(
+        self, verdict: Verdict, reason: str, release_id: str | None, parent_release_id: str | None, metrics: dict
+    ) -> Commit | None:
+        """Append a commit no step made (a rollout's decision) as the next step; None while a step runs (the
+        caller tries again later: step numbers stay in order)."""
+        if self._step_lock.locked():
+            return None
+        async with self._step_lock:
+            return await self._steps.record_outcome(verdict, reason, release_id, parent_release_id, metrics)
 
     def _request_committed(self, step_id: str) -> bool:
         last = self._steps.last_commit
@@ -234,8 +252,15 @@ class Learner:
         self.wake()
 
     def _blocker(self) -> str | None:
-        """Why no step may start now: the feedback source is down, or the gate cannot judge."""
+        """Why no step may start now: the upstream budget is spent, the feedback source is down, or the gate cannot
+        judge."""
         assert self._processor is not None
+        spent = self.budget.blocker(self.scenario) if self.budget is not None else None
+        if spent is not None:
+            return spent
+        refused = self.evaluator.blocker()
+        if refused is not None:
+            return refused
         held = self._feedback.blocker() if self._feedback is not None else None
         return held or self.gate.blocker(self._processor)
 
@@ -285,7 +310,7 @@ class Learner:
                 assert self._processor is not None
                 still_blocked = self._steps.blocked is not None and self._blocker() is not None
                 # A processor may count units coarser than samples (grpo: whole groups); it says how many make a batch.
-                needed = getattr(self._processor, "units_per_batch", batch_size)
+                needed = self._processor.units_per_batch or batch_size
                 if self._processor.ready() >= needed and not still_blocked and await self.step() is not None:
                     if self._steps.failures:
                         await self._sleep(min(poll_s * 2**self._steps.failures, MAX_BACKOFF_S))
@@ -340,16 +365,19 @@ class Learner:
 
     # ---- status ----------------------------------------------------------------------------------------------
 
-    def status(self) -> dict[str, Any]:
+    def status(self) -> LearnerStatus:
         """Step, buffered units, the job in flight, the last verdict with its scores, recent errors."""
-        steps = self._steps
-        return {
+        steps, control = self._steps, self.control()
+        status: LearnerStatus = {
             "mode": self._control.mode,
-            **self.control(),
+            "training_mode": control["training_mode"],
+            "paused": control["paused"],
+            "requested": control["requested"],
             "step": steps.step,
             "ready": self._processor.ready() if self._processor is not None else 0,
             "batch_size": self.settings.learning.batch_size,
             "records_seen": self._cursor,
+            "skipped": self._processor.skipped_counts() if self._processor is not None else {},
             "job": dict(self._activity.job),
             "recent_losses": list(self._activity.losses),
             "last_commit": commit_summary(steps.last_commit),
@@ -358,5 +386,7 @@ class Learner:
             "lineage": {"tip_release_id": self.lineage.tip_id},
             "consecutive_failures": steps.failures,
             "errors": list(self._activity.errors),
-            **({"computed_feedback": self._feedback.status()} if self._feedback is not None else {}),
         }
+        if self._feedback is not None:
+            status["computed_feedback"] = self._feedback.status()
+        return status

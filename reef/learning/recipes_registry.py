@@ -6,6 +6,7 @@ Recipes are imported by name at run time, so the learning layer never imports `r
 from __future__ import annotations
 
 import importlib
+import pkgutil
 import re
 
 from reef.core.errors import BadRequest
@@ -40,3 +41,15 @@ def recipe_class(name_or_dotted: str) -> type[Recipe]:
     if not (isinstance(found, type) and issubclass(found, Recipe)):
         raise BadRequest(f"{name_or_dotted!r} is not a Recipe class", field="learning.recipe")
     return found
+
+
+def builtin_recipes() -> dict[str, type[Recipe]]:
+    """Every built-in recipe by the name `learning.recipe` takes (each `reef.recipes.<module>` with a `RECIPE`)."""
+    package = importlib.import_module("reef.recipes")
+    found: dict[str, type[Recipe]] = {}
+    for module in pkgutil.iter_modules(package.__path__):
+        imported = importlib.import_module(f"reef.recipes.{module.name}")
+        recipe = vars(imported).get("RECIPE")
+        if isinstance(recipe, type) and issubclass(recipe, Recipe):
+            found[recipe.name] = recipe
+    return dict(sorted(found.items()))

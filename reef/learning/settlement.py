@@ -18,6 +18,7 @@ from reef.learning.base import Batch
 from reef.learning.growth import Candidate
 from reef.learning.judgement import Judgement, release_id_of
 from reef.learning.lineage import StepParents, WorkingLineage
+from reef.learning.rollout.hooks import RolloutHooks
 from reef.releases.base import CommitLog, ReleaseStore
 
 log = logging.getLogger("reef.learning.learner")
@@ -41,12 +42,19 @@ class Settlement:
     make_commit: MakeCommit  # (step, verdict, release, parents, judgement, consumed, reason=None) -> Commit
     on_error: Callable[[int | None, str], None]
     on_publishing: Callable[[], None]
+    rollouts: RolloutHooks | None = None  # rollout mode `canary`: an accepted release opens a rollout
 
     async def settle(
         self, step: int, batch: Batch, candidate: Candidate, parents: StepParents, judgement: Judgement
     ) -> Commit:
         """The step's ending as its judgement says: published (or pending), kept as the lineage's tip, or rejected."""
         head = parents.head
+        open_rollout = self.rollouts.open_on(self.scenario) if self.rollouts is not None else None
+        if judgement.outcome == "accepted" and open_rollout is not None and head is not None:
+            # No other release publishes while a rollout is open: the winner stays the lineage's tip.
+            log.info("learner %s: step %d accepted, kept while rollout %s is open", self.scenario, step, open_rollout)
+            held = dataclasses.replace(judgement, reason=f"{judgement.reason}; rollout {open_rollout} is open")
+            return await self._keep(step, batch, candidate, parents, held)
         if judgement.outcome == "accepted":
             log.info("learner %s: step %d accepted: %s", self.scenario, step, judgement.reason)
             self.on_publishing()
@@ -88,6 +96,8 @@ class Settlement:
     ) -> Commit:
         # A candidate that adds code or commands to an agent's harness waits for a person, whatever the mode.
         review = self.review or bool(judgement.metrics.get("needs_review"))
+        # Rollout mode `canary`: the release is stored unserved and earns its traffic in a rollout.
+        canary = not review and self.rollouts is not None and self.rollouts.canary(self.scenario)
         head = parents.head
         async with self.commit_lock:
             release = await asyncio.to_thread(
@@ -104,14 +114,19 @@ class Settlement:
                     "trained_from": release_id_of(parents.trained_from),
                     "consumed_record_ids": list(batch.record_ids),
                 },
-                pending=review,
+                pending=review or canary,
             )
             verdict: Verdict = "pending" if review else "published"
             self.lineage.tip_id = None  # a published (or pending) candidate ends the lineage
-            commit = self.make_commit(step, verdict, release, parents, judgement, batch.record_ids)
+            reason = None
+            if canary:
+                assert self.rollouts is not None
+                rollout_id = await self.rollouts.begin(self.scenario, release, head)
+                reason = f"{judgement.reason}; opened rollout {rollout_id}: serves a share of the traffic as the canary"
+            commit = self.make_commit(step, verdict, release, parents, judgement, batch.record_ids, reason)
             await asyncio.to_thread(self.commits.append, commit)
             await asyncio.to_thread(self.lineage.end)
-            if not review:
+            if not review and not canary:
                 try:
                     await self.activate(self.scenario, release)
                 except Exception as exc:  # committed already: the head serves after the next start

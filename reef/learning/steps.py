@@ -14,6 +14,7 @@ import dataclasses
 import logging
 import shutil
 import tempfile
+import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,7 @@ from reef.learning.gate import ScenarioGate
 from reef.learning.growth import GrowContext, grow
 from reef.learning.judgement import Judgement, judge, release_id_of, unjudged
 from reef.learning.lineage import NO_PARENTS, StepParents, WorkingLineage
+from reef.learning.rollout.hooks import RolloutHooks
 from reef.learning.settlement import Activate, Settlement
 from reef.observability import tracing
 from reef.releases.base import CommitLog, ReleaseStore
@@ -68,6 +70,7 @@ class Steps:
         leading: Callable[[], Awaitable[bool]] | None,
         processor: Callable[[], Processor | None],
         resume: Callable[[], None],
+        rollouts: RolloutHooks | None = None,
     ) -> None:
         self.scenario = scenario
         self.recipe = recipe
@@ -97,6 +100,7 @@ class Steps:
             self._commit,
             activity.error,
             activity.publishing,
+            rollouts,
         )
         self.step = 0
         self.failures = 0
@@ -161,6 +165,7 @@ class Steps:
             self.activity.progress,
             backend_factory=self._backend_factory,
             releases=self.releases,
+            commits=self.commits,
         )
         with tracing.span("reef.learner.train", recipe=self.recipe.name, trained_from=release_id_of(trained_from)):
             candidate = await grow(self.recipe, batch, parent_dir, ctx, self._backend_factory)
@@ -242,10 +247,31 @@ class Steps:
         await asyncio.to_thread(self.commits.append, commit)
         self.step, self.last_commit = commit.step, commit
 
+    async def record_outcome(
+        self, verdict: Verdict, reason: str, release_id: str | None, parent_release_id: str | None, metrics: dict
+    ) -> Commit:
+        """Append, as the next step, a commit that no training step made (a rollout's decision); consumes nothing."""
+        commit = Commit(
+            self.scenario,
+            self.step + 1,
+            verdict,
+            reason,
+            release_id,
+            parent_release_id,
+            [],
+            [],
+            metrics,
+            [],
+            time.time(),
+        )
+        await asyncio.to_thread(self.commits.append, commit)
+        self.step, self.last_commit = commit.step, commit
+        return commit
+
     async def discard(self) -> None:
         """Commit what the processor dropped on its own (an sdpo grid spanning releases) as skipped, consuming it."""
-        drain = getattr(self._processor(), "discarded", None)
-        for reason, record_ids in drain() if callable(drain) else []:
+        processor = self._processor()
+        for reason, record_ids in processor.discarded() if processor is not None else []:
             await self._check_leading(self.step + 1)
             commit = self._commit(self.step + 1, "skipped", None, NO_PARENTS, unjudged(reason), record_ids)
             await asyncio.to_thread(self.commits.append, commit)

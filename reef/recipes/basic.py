@@ -5,6 +5,11 @@ from __future__ import annotations
 from typing import ClassVar
 
 from reef.learning.base import Processor, Recipe, Surface
+from reef.learning.recipe_config import RecipeConfig
+
+
+class BasicConfig(RecipeConfig):
+    """`basic` takes no configuration: any `learning.recipe_config` key is refused."""
 
 
 class BasicRecipe(Recipe):
@@ -12,6 +17,7 @@ class BasicRecipe(Recipe):
 
     name: ClassVar[str] = "basic"
     surface: ClassVar[Surface] = "none"
+    config_model: ClassVar[type[BasicConfig]] = BasicConfig
 
     def processor(self) -> Processor | None:
         return None

@@ -20,13 +20,17 @@ import copy
 import dataclasses
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
+from pydantic import Field, field_validator
+
+from reef.core.capabilities import Capability
 from reef.core.errors import BadRequest, NotFound
 from reef.core.settings import Settings
 from reef.learning.base import TrainingJob
 from reef.learning.growth import GrowContext, base_model_path
-from reef.recipes.weights import WeightsRecipe
+from reef.learning.recipe_config import RecipeConfig
+from reef.recipes.weights import ON_POLICY_NEEDS, WeightsRecipe
 from reef.releases.base import ReleaseStore
 from reef.training.teacher_spec import FIELD, TeacherSpec, parse_teacher, same_tokenizer
 
@@ -67,16 +71,52 @@ def text_field(value: Any) -> str | None:
     return value if isinstance(value, str) and value.strip() else None
 
 
+Divergence = Literal["forward_kl", "reverse_kl", "jsd", "sampled_reverse_kl"]
+
+
+class DistillationConfig(RecipeConfig):
+    """The teacher pass's settings, shared by the distillation recipes (each sets its own defaults)."""
+
+    teacher: str = Field(
+        "self",
+        description="the teacher: `self` (the base, adapter off), `ema`, `release:<id>`, `scenario:<name>` or a "
+        "model directory with the student's tokenizer",
+    )
+    divergence: Divergence = Field("forward_kl", description="the per-token divergence between student and teacher")
+    context_template: str = Field(
+        "\n\n{context}", description="how the context block is written; must hold `{context}`"
+    )
+    context_as: Literal["message", "turn"] = Field(
+        "message", description="`message`: the block joins the prompt; `turn`: it is an earlier assistant answer"
+    )
+    context_turns: int = Field(
+        1, ge=1, le=MAX_CONTEXT_TURNS, description="earlier exchanges that show the block (with `context_as: turn`)"
+    )
+    importance_cap: float = Field(
+        2.0, ge=0, description="cap of the importance weight against the recorded log-probs (0: off)"
+    )
+    skip_first_tokens: int = Field(0, ge=0, description="completion tokens at the start of each sample left out")
+    top_k: int = Field(0, ge=0, description="divergence over the student's top-k tokens and a tail (0: all)")
+    jsd_beta: float = Field(0.5, ge=0, le=1, description="β of the generalized Jensen-Shannon divergence")
+    ema_rate: float = Field(0.05, gt=0, le=1, description="update rate of the `ema` teacher's adapter")
+
+    @field_validator("context_template")
+    @classmethod
+    def _holds_context(cls, template: str) -> str:
+        if "{context}" not in template:
+            raise ValueError("the context template must hold {context}")
+        return template
+
+
 class DistillationRecipe(WeightsRecipe):
     """A weights recipe trained by a teacher pass; subclasses add their processor and report schema."""
 
-    default_teacher: ClassVar[str] = "self"
-    default_divergence: ClassVar[str] = "forward_kl"
-    default_template: ClassVar[str] = "\n\n{context}"
+    needs: ClassVar[frozenset[Capability]] = ON_POLICY_NEEDS  # learns from its recorded rollouts
+    recipe_config: DistillationConfig
 
     def __init__(self, settings: Settings) -> None:
         super().__init__(settings)
-        self.teacher: TeacherSpec = parse_teacher(self.config()["teacher"])
+        self.teacher: TeacherSpec = parse_teacher(self.recipe_config.teacher)
         if self.teacher.kind == "path":
             student = base_model_path(settings)
             if not same_tokenizer(student, Path(self.teacher.name)):
@@ -84,43 +124,14 @@ class DistillationRecipe(WeightsRecipe):
                     f"the teacher at {self.teacher.name} does not share the student's tokenizer ({student})",
                     field=FIELD,
                 )
-        template = self.config()["context_template"]
-        if not isinstance(template, str) or "{context}" not in template:
-            raise BadRequest(
-                "the context template must be a string holding {context}", field="recipe_config.context_template"
-            )
-        if self.config()["context_as"] not in ("message", "turn"):
-            raise BadRequest("context_as is 'message' or 'turn'", field="recipe_config.context_as")
-        turns = self.config()["context_turns"]
-        if isinstance(turns, bool) or not isinstance(turns, int) or not 1 <= turns <= MAX_CONTEXT_TURNS:
-            raise BadRequest(
-                f"context_turns is a whole number from 1 to {MAX_CONTEXT_TURNS}", field="recipe_config.context_turns"
-            )
-
-    def config(self) -> dict[str, Any]:
-        base = {
-            "teacher": self.default_teacher,
-            "divergence": self.default_divergence,
-            "context_template": self.default_template,
-            "context_as": "message",
-            "context_turns": 1,
-            "importance_cap": 2.0,
-            "skip_first_tokens": 0,
-            "top_k": 0,
-            "jsd_beta": 0.5,
-            "ema_rate": 0.05,
-        }
-        return {**base, **super().config()}
 
     def context_block(self, context: str) -> str:
-        return str(self.config()["context_template"]).replace("{context}", context)
+        return self.recipe_config.context_template.replace("{context}", context)
 
     def teacher_messages(self, messages: list[dict[str, Any]], context: str) -> list[dict[str, Any]]:
         """The teacher's prompt: `messages` with `context` placed by `context_template` and `context_as`."""
-        config = self.config()
-        return with_context(
-            messages, self.context_block(context), str(config["context_as"]), int(config["context_turns"])
-        )
+        config = self.recipe_config
+        return with_context(messages, self.context_block(context), config.context_as, config.context_turns)
 
     def check_teacher(self, releases: ReleaseStore, scenarios: Iterable[str]) -> None:
         """Refuse (BadRequest naming `recipe_config.teacher`) a teacher release or scenario that does not exist."""

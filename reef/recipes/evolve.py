@@ -9,12 +9,23 @@ memory items, so every step yields a candidate.
 from __future__ import annotations
 
 import json
+from typing import ClassVar
+
+from pydantic import Field
 
 from reef.harness.chat import system_prompt_of
 from reef.harness.mutations import coerce_mutations
 from reef.harness.proposer import parse_json_reply
+from reef.harness.reply_schema import NODES_REPLY, NODES_SCHEMA, reply_max_tokens
 from reef.harness.traces import is_failure, question_of
-from reef.recipes.harness_method import HarnessRecipe, StepInput, StepOutput, describe_ledger, fallback_mutations
+from reef.recipes.harness_method import (
+    HarnessConfig,
+    HarnessRecipe,
+    StepInput,
+    StepOutput,
+    describe_ledger,
+    fallback_mutations,
+)
 
 INSTRUCTIONS = (
     "You improve the instructions of an AI assistant. Given its current instructions and tasks it failed, "
@@ -24,15 +35,23 @@ INSTRUCTIONS = (
 )
 
 
+class EvolveConfig(HarnessConfig):
+    """`learning.recipe_config` of the `evolve` harness method."""
+
+    max_failures: int = Field(4, ge=1, description="failing traces the proposer sees per step")
+
+
 class Evolve(HarnessRecipe):
     """Reflect on failures + feedback, propose mutations; the evaluation gate decides."""
 
     name = "evolve"
+    config_model: ClassVar[type[EvolveConfig]] = EvolveConfig
+    recipe_config: EvolveConfig
     surface = "harness"
 
     async def step(self, given: StepInput) -> StepOutput:
         state = {"steps": int(given.state.get("steps", 0)) + 1}
-        failing = [t for t in given.traces if is_failure(t)][: int(self.config.get("max_failures", 4))]
+        failing = [t for t in given.traces if is_failure(t)][: self.recipe_config.max_failures]
         if not failing:
             return StepOutput(fallback_mutations(given.tree, given.traces), state, {}, "fallback")
         reply = await given.proposer.complete(
@@ -40,7 +59,8 @@ class Evolve(HarnessRecipe):
                 {"role": "system", "content": INSTRUCTIONS},
                 {"role": "user", "content": self.reflection_prompt(given, failing)},
             ],
-            max_tokens=int(self.config.get("proposer_max_tokens", 200)),
+            max_tokens=reply_max_tokens(NODES_SCHEMA, self.recipe_config.proposer_max_tokens),
+            response_format=NODES_REPLY,
         )
         mutations = coerce_mutations(parse_json_reply(reply), id_prefix="evolve")
         notes = {"proposer_reply": reply[:600]}

@@ -20,14 +20,18 @@ from __future__ import annotations
 import hashlib
 import json
 import random
-from typing import Any
+from typing import Any, ClassVar
+
+from pydantic import Field
 
 from reef.harness.mutations import Mutation, coerce_mutations, diff_trees
 from reef.harness.proposer import parse_json_reply
+from reef.harness.reply_schema import NODES_REPLY, NODES_SCHEMA, reply_max_tokens
 from reef.harness.scoring import score_tree, task_from_trace
 from reef.harness.tree import HarnessTree, Node, tree_from_json
 from reef.learning.evaluation import Task
 from reef.recipes.harness_method import (
+    HarnessConfig,
     HarnessRecipe,
     StepInput,
     StepOutput,
@@ -73,10 +77,19 @@ def sample_parent(archive: list[dict[str, Any]], rng: random.Random) -> dict[str
     return next(entry for entry in archive if entry["id"] == chosen)
 
 
+class GepaConfig(HarnessConfig):
+    """`learning.recipe_config` of the `gepa` harness method."""
+
+    proposer_max_tokens: int = Field(160, ge=1, description="the proposer's completion budget per call")
+    minibatch_size: int = Field(3, ge=1, description="tasks in one reflection minibatch")
+
+
 class Gepa(HarnessRecipe):
     """Pareto-front parent sampling, minibatch reflection, strict acceptance."""
 
     name = "gepa"
+    config_model: ClassVar[type[GepaConfig]] = GepaConfig
+    recipe_config: GepaConfig
     surface = "harness"
 
     async def step(self, given: StepInput) -> StepOutput:
@@ -93,7 +106,7 @@ class Gepa(HarnessRecipe):
         rng = random.Random(f"{given.ctx.scenario}:{given.ctx.step}")
         parent_entry = sample_parent(state["archive"], rng) or _entry(state, head_id)
         parent = tree_from_json(parent_entry["nodes"])
-        minibatch_ids = rng.sample(sorted(tasks), min(int(self.config.get("minibatch_size", 3)), len(tasks)))
+        minibatch_ids = rng.sample(sorted(tasks), min(self.recipe_config.minibatch_size, len(tasks)))
         notes: dict[str, Any] = {"parent": parent_entry["id"], "minibatch": minibatch_ids}
         if not minibatch_ids:
             notes["accepted_on_minibatch"] = False
@@ -139,7 +152,8 @@ class Gepa(HarnessRecipe):
         lines += ["Rejected before:", describe_ledger(given.ledger)]
         reply = await given.proposer.complete(
             [{"role": "system", "content": REFLECT}, {"role": "user", "content": "\n".join(lines)}],
-            max_tokens=int(self.config.get("proposer_max_tokens", 160)),
+            max_tokens=reply_max_tokens(NODES_SCHEMA, self.recipe_config.proposer_max_tokens),
+            response_format=NODES_REPLY,
         )
         return coerce_mutations(parse_json_reply(reply), id_prefix="gepa")
 

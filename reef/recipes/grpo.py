@@ -14,11 +14,15 @@ from __future__ import annotations
 import statistics
 from typing import Any, ClassVar
 
+from pydantic import Field
+
+from reef.core.capabilities import Capability
+from reef.core.payloads import PolicySample
 from reef.core.records import Record
 from reef.learning.report_schema import report_schema
 from reef.recipes.reports import ReportJoiningProcessor, Rollout
 from reef.recipes.rl import require_score
-from reef.recipes.weights import WeightsRecipe
+from reef.recipes.weights import ON_POLICY_NEEDS, PolicyGradientConfig, WeightsRecipe
 
 
 def group_advantages(scores: list[float], eps: float = 1e-6) -> list[float] | None:
@@ -36,7 +40,7 @@ class GRPOProcessor(ReportJoiningProcessor):
     def __init__(self, units_per_batch: int, group_size: int) -> None:
         super().__init__(units_per_batch)
         self.group_size = group_size
-        self._groups: dict[str, list[tuple[list[str], dict[str, Any], float]]] = {}
+        self._groups: dict[str, list[tuple[list[str], PolicySample, float]]] = {}
 
     def join(self, report: Record, rollouts: list[Rollout]) -> None:
         payload = report.payload or {}
@@ -67,12 +71,21 @@ class GRPOProcessor(ReportJoiningProcessor):
         return len(self._groups)
 
 
+class GRPOConfig(PolicyGradientConfig):
+    """`learning.recipe_config` of the `grpo` recipe."""
+
+    group_size: int = Field(4, ge=1, description="rollouts per group; advantages are normalized within a group")
+
+
 class GRPORecipe(WeightsRecipe):
     """Group-relative policy optimization over rollouts reported in groups."""
 
+    needs: ClassVar[frozenset[Capability]] = ON_POLICY_NEEDS  # learns from its recorded rollouts
+
     name: ClassVar[str] = "grpo"
     loss_name: ClassVar[str] = "grpo"
-    default_config: ClassVar[dict[str, Any]] = {"group_size": 4, "clip_low": 0.2, "clip_high": 0.28, "kl_coef": 0.0}
+    config_model: ClassVar[type[GRPOConfig]] = GRPOConfig
+    recipe_config: GRPOConfig
 
     def validate_report(self, report: dict[str, Any]) -> None:
         require_score(report)
@@ -82,7 +95,7 @@ class GRPORecipe(WeightsRecipe):
         return report_schema(required=("score", "references"))
 
     def processor(self) -> GRPOProcessor:
-        group_size = int(self.config()["group_size"])
+        group_size = self.recipe_config.group_size
         return GRPOProcessor(max(1, self.settings.learning.batch_size // group_size), group_size)
 
 

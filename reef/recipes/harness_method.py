@@ -12,8 +12,11 @@ import dataclasses
 import hashlib
 import json
 import logging
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar, Literal
+
+from pydantic import Field
 
 from reef.core.errors import BadRequest, ReefError
 from reef.harness.agent_gate import AgentEvaluator, agent_adapter
@@ -26,7 +29,8 @@ from reef.harness.proposer import Proposer, open_proposer
 from reef.harness.render import write_tree
 from reef.harness.traces import TraceProcessor, is_failure, question_of
 from reef.harness.tree import HarnessTree, Node, load_tree
-from reef.learning.base import Batch, Evaluator, Processor, Recipe, ServingPrompt
+from reef.learning.base import Batch, Candidate, Evaluator, GrowContext, Processor, Recipe, ServingPrompt
+from reef.learning.recipe_config import RecipeConfig
 from reef.learning.report_schema import report_schema
 
 log = logging.getLogger(__name__)
@@ -61,10 +65,23 @@ class StepOutput:
     fallback: bool = True  # False: an empty step stays empty (e.g. GEPA's strict acceptance)
 
 
+class HarnessConfig(RecipeConfig):
+    """What every harness method's `learning.recipe_config` holds (each method adds its own keys)."""
+
+    seed_rules: str = Field(DEFAULT_RULES, min_length=1, description="the rules node of a new scenario's base tree")
+    strict_scores: bool = Field(False, description="refuse a report whose score is outside [0, 1]")
+    proposer_max_tokens: int = Field(200, ge=1, description="the proposer's completion budget per call")
+    proposer: Literal["on", "off"] = Field(
+        "on", description="`off`: no proposer call, only the fallback (failing examples as worked examples)"
+    )
+
+
 class HarnessRecipe(Recipe):
     """Base of the harness methods (surface `harness`); subclasses implement `step`."""
 
     surface = "harness"
+    config_model: ClassVar[type[HarnessConfig]] = HarnessConfig
+    recipe_config: HarnessConfig
     takes_instructions = True  # a directed step needs no traces: the operator's text is what it works from
     instruction_policy = "floor"
 
@@ -76,8 +93,9 @@ class HarnessRecipe(Recipe):
             raise BadRequest(exc.message, field="harness.default_adapter") from None
 
     @property
-    def config(self) -> dict[str, Any]:
-        return dict(self.settings.learning.recipe_config)
+    def proposer_off(self) -> bool:
+        """`recipe_config.proposer: off`: every step is the deterministic fallback (failing examples as memory)."""
+        return self.recipe_config.proposer == "off"
 
     def seed(self, directory: Path) -> None:
         write_tree(self.seed_tree(), directory)
@@ -88,25 +106,25 @@ class HarnessRecipe(Recipe):
 
     def seed_tree(self) -> HarnessTree:
         """The base tree: `recipe_config.seed_rules` (or a concise-answer rule) as one rules node."""
-        return HarnessTree.of([Node("rules", "rules", {"text": self.config.get("seed_rules", DEFAULT_RULES)})])
+        return HarnessTree.of([Node("rules", "rules", {"text": self.recipe_config.seed_rules})])
 
     def processor(self) -> Processor:
         return TraceProcessor(self.settings.learning.batch_size)
 
     def report_schema(self) -> dict[str, Any]:
-        return report_schema(score={"minimum": 0.0, "maximum": 1.0} if self.config.get("strict_scores") else None)
+        return report_schema(score={"minimum": 0.0, "maximum": 1.0} if self.recipe_config.strict_scores else None)
 
     def validate_report(self, report: dict[str, Any]) -> None:
         score = report.get("score")
-        if score is not None and not 0.0 <= float(score) <= 1.0 and self.config.get("strict_scores"):
+        if score is not None and not 0.0 <= float(score) <= 1.0 and self.recipe_config.strict_scores:
             raise BadRequest("must be within [0, 1]", field="score")
 
     async def step(self, given: StepInput) -> StepOutput:
         """Propose this step's mutations (method-specific)."""
         raise NotImplementedError
 
-    async def grow(self, batch: Batch, parent_dir: Path | None, ctx: Any) -> tuple[Path, dict[str, Any]]:
-        """Write one candidate tree under `ctx.work_dir`; returns (candidate directory, metrics)."""
+    async def grow(self, batch: Batch, parent_dir: Path | None, ctx: GrowContext) -> Candidate:
+        """Write one candidate tree under `ctx.work_dir`."""
         parent = load_tree(parent_dir) if parent_dir is not None else self.seed_tree()
         state = load_state(parent_dir, self.name)
         commits = _commits(ctx)
@@ -117,7 +135,10 @@ class HarnessRecipe(Recipe):
         proposer = self.proposer(ctx)
         given = StepInput(tree, list(batch.samples), state, ledger, proposer, ctx, batch.instruction, commits)
         try:
-            output = await (self.directed_step(given) if batch.instruction else self.step(given))
+            if self.proposer_off and not batch.instruction:  # the method without its learned part: a control arm
+                output = StepOutput(fallback_mutations(tree, given.traces), state, {"proposer_off": True}, "fallback")
+            else:
+                output = await (self.directed_step(given) if batch.instruction else self.step(given))
         except ReefError as exc:  # an unreachable or failing proposer must not stall learning
             log.warning("harness %s: the proposer failed (%s); using the fallback", self.name, exc.message)
             fallback = (
@@ -150,20 +171,23 @@ class HarnessRecipe(Recipe):
             metrics["instruction"] = batch.instruction
         if review:
             metrics["needs_review"] = review
-        return out_dir, metrics
+        return Candidate(out_dir, metrics)
 
     async def directed_step(self, given: StepInput) -> StepOutput:
         """A step an operator asked for with an instruction: the proposer turns it into mutations (the method's state
         is carried over unchanged)."""
         assert given.instruction is not None
-        max_tokens = int(self.config.get("proposer_max_tokens", 200))
+        max_tokens = self.recipe_config.proposer_max_tokens
         mutations, source, reply = await directed_mutations(
             given.proposer, given.instruction, given.tree, given.traces, max_tokens
         )
         return StepOutput(mutations, given.state, {"proposer_reply": reply[:600]}, source, fallback=False)
 
-    def agent_evaluator(self, gate_for: Any, release_dir: Any) -> Evaluator | None:
-        """The agent gate when the scenario's adapter has an agent Reef can run (pi), else None (the chat gate)."""
+    def agent_evaluator(
+        self, gate_for: Callable[..., Any], release_dir: Callable[[str, str | None], Path | None]
+    ) -> Evaluator | None:
+        """The agent gate when the scenario's adapter has an agent Reef can run (pi, claude, codex, opencode), else None
+        (the chat gate)."""
         if agent_adapter(self.settings) is None:
             return None
         return AgentEvaluator(self.settings, gate_for, release_dir)
@@ -278,9 +302,9 @@ def _apply_proposals(tree: HarnessTree, queued: list[dict[str, Any]]) -> tuple[H
     return tree, notes
 
 
-def _commits(ctx: Any) -> list[Any]:
+def _commits(ctx: GrowContext) -> list[Any]:
     """The scenario's step log: `ctx.commits` if the learner passes one, else the log `reef serve` keeps."""
-    log_store = getattr(ctx, "commits", None)
+    log_store = ctx.commits
     if log_store is None:
         from reef.releases.commit_log import FileCommitLog
 

@@ -19,17 +19,27 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar
+
+from pydantic import Field
 
 from reef.core.errors import BadRequest
 from reef.harness.admission import admit_tree
 from reef.harness.mutations import apply_mutations, diff_trees
 from reef.harness.proposer import parse_json_reply
+from reef.harness.reply_schema import COMPOSITION_REPLY, COMPOSITION_SCHEMA, reply_max_tokens
 from reef.harness.traces import is_failure, question_of
 from reef.harness.tree import HarnessTree, tree_from_json
 from reef.learning.base import Selector
 from reef.learning.evaluation.selectors import MeanImprovement
-from reef.recipes.harness_method import HarnessRecipe, StepInput, StepOutput, describe_ledger, fallback_mutations
+from reef.recipes.harness_method import (
+    HarnessConfig,
+    HarnessRecipe,
+    StepInput,
+    StepOutput,
+    describe_ledger,
+    fallback_mutations,
+)
 
 METHOD = "meta_harness"
 TRACES_PER_CANDIDATE = 3
@@ -60,10 +70,19 @@ def mean(scores: list[float]) -> float | None:
     return sum(scores) / len(scores) if scores else None
 
 
+class MetaHarnessConfig(HarnessConfig):
+    """`learning.recipe_config` of the `meta_harness` harness method."""
+
+    proposer_max_tokens: int = Field(300, ge=1, description="the proposer's completion budget per call")
+    max_candidates: int = Field(8, ge=2, description="candidates the population keeps (incumbent and best means stay)")
+
+
 class MetaHarness(HarnessRecipe):
     """Population search: the proposer sees the full history and returns (parent id, complete composition)."""
 
     name = METHOD
+    config_model: ClassVar[type[MetaHarnessConfig]] = MetaHarnessConfig
+    recipe_config: MetaHarnessConfig
     surface = "harness"
 
     def selector(self) -> Selector:
@@ -78,7 +97,8 @@ class MetaHarness(HarnessRecipe):
                 {"role": "system", "content": PROPOSE},
                 {"role": "user", "content": self.history_prompt(given, population)},
             ],
-            max_tokens=int(self.config.get("proposer_max_tokens", 300)),
+            max_tokens=reply_max_tokens(COMPOSITION_SCHEMA, self.recipe_config.proposer_max_tokens),
+            response_format=COMPOSITION_REPLY,
         )
         chosen = self.parse_reply(reply, population)
         source = "proposer"
@@ -126,7 +146,7 @@ class MetaHarness(HarnessRecipe):
         return population
 
     def bounded(self, population: list[dict[str, Any]], head: HarnessTree) -> list[dict[str, Any]]:
-        limit = max(int(self.config.get("max_candidates", 8)), 2)
+        limit = self.recipe_config.max_candidates
         head_id = candidate_id(head)
         ranked = sorted(population, key=lambda c: (c["id"] != head_id, -(c.get("mean") or 0.0)))
         return json.loads(json.dumps(ranked[:limit]))

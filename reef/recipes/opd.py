@@ -20,9 +20,11 @@ from __future__ import annotations
 import math
 from typing import Any, ClassVar
 
+from pydantic import Field
+
 from reef.core.records import Record
 from reef.learning.report_schema import report_schema
-from reef.recipes.distillation import DistillationRecipe, text_field
+from reef.recipes.distillation import DistillationConfig, DistillationRecipe, Divergence, text_field
 from reef.recipes.reports import ReportJoiningProcessor, Rollout
 from reef.recipes.sdft import require_references
 
@@ -61,12 +63,14 @@ class OPDProcessor(ReportJoiningProcessor):
     def __init__(self, units_per_batch: int, recipe: OPDRecipe) -> None:
         super().__init__(units_per_batch)
         self.recipe = recipe
-        self.multi_turn = bool(recipe.config()["accept_multi_turn"])
+        self.multi_turn = recipe.recipe_config.accept_multi_turn
 
     def join(self, report: Record, rollouts: list[Rollout]) -> None:
         record_ids = [report.agent_record_id, *(r.record_id for r in rollouts)]
         cited = rollouts if self.multi_turn else rollouts[:1]
-        usable = [(r, s) for r, s in ((r, r.policy_sample()) for r in cited) if s is not None]
+        usable: list[tuple[Rollout, dict[str, Any]]] = [
+            (r, dict(s)) for r, s in ((r, r.policy_sample()) for r in cited) if s is not None
+        ]
         if not usable or len(usable) != len(cited):
             self.skip(record_ids, "no_training_capture" if rollouts else "no_references")
             return
@@ -84,17 +88,23 @@ class OPDProcessor(ReportJoiningProcessor):
         self.add_unit(record_ids, samples)
 
 
+class OPDConfig(DistillationConfig):
+    """`learning.recipe_config` of the `opd` recipe."""
+
+    teacher: str = Field("", description="the frozen teacher, required: `release:<id>`, `scenario:<name>` or a path")
+    divergence: Divergence = Field(
+        "sampled_reverse_kl", description="the per-token divergence between student and teacher"
+    )
+    accept_multi_turn: bool = Field(False, description="train a conversation's turns as one multi-turn sample")
+
+
 class OPDRecipe(DistillationRecipe):
     """On-policy distillation from a frozen teacher, on the student's own rollouts."""
 
     name: ClassVar[str] = "opd"
     loss_name: ClassVar[str] = "opd"
-    default_teacher: ClassVar[str] = ""  # none: the teacher must be named
-    default_divergence: ClassVar[str] = "sampled_reverse_kl"
-    default_template: ClassVar[str] = "\n\n{context}"
-
-    def config(self) -> dict[str, Any]:
-        return {"accept_multi_turn": False, **super().config()}
+    config_model: ClassVar[type[OPDConfig]] = OPDConfig
+    recipe_config: OPDConfig
 
     def validate_report(self, report: dict[str, Any]) -> None:
         require_references(report)

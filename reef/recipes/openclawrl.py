@@ -21,11 +21,13 @@ A turn whose session expires (`session_ttl_s` idle) before its next state comes 
 from __future__ import annotations
 
 import collections
-import math
 import uuid
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
+
+from pydantic import Field
 
 from reef.core.errors import BadRequest
+from reef.core.payloads import PolicySample
 from reef.core.records import Record
 from reef.core.settings import Settings
 from reef.judge.base import VERDICT_KEY, JudgeRequest
@@ -34,7 +36,7 @@ from reef.judge.sessions import NextState, Sessions, Turn, message_text
 from reef.judge.worker import JudgeWorker
 from reef.learning.base import Batch, FeedbackSource, Processor
 from reef.learning.report_schema import report_schema
-from reef.recipes.distillation import DistillationRecipe
+from reef.recipes.distillation import DistillationConfig, DistillationRecipe
 from reef.recipes.reports import Rollout
 from reef.recipes.sdft import require_references
 
@@ -65,6 +67,8 @@ def answer_message(record: Record) -> dict[str, Any] | None:
 class OpenClawRLProcessor(Processor):
     """Turns → sessions → (turn, next state) due for the judge → judged turns as units. Pure: the judge's verdicts
     come back as records, and a fresh processor fed the unconsumed records rebuilds the same state."""
+
+    units_per_batch: int
 
     def __init__(self, recipe: OpenClawRLRecipe, units_per_batch: int) -> None:
         self.recipe = recipe
@@ -219,45 +223,49 @@ class OpenClawRLProcessor(Processor):
             self._reports.pop(record_id, None)
 
 
+class OpenClawRLConfig(DistillationConfig):
+    """`learning.recipe_config` of the `openclawrl` recipe: the teacher pass, the loss weights and the judge."""
+
+    context_template: str = Field(
+        "\n\n(Hint for your reply: {context})", description="how a hint is written; must hold `{context}`"
+    )
+    top_k: int = Field(50, ge=0, description="divergence over the student's top-k tokens and a tail (0: all)")
+    w_rl: float = Field(1.0, ge=0, description="weight of the policy-gradient term on the judge's rewards")
+    w_opd: float = Field(1.0, ge=0, description="weight of the hindsight distillation term")
+    clip_low: float = Field(0.2, ge=0, le=1, description="the importance ratio is clipped below at 1 − clip_low")
+    clip_high: float = Field(0.28, ge=0, description="the importance ratio is clipped above at 1 + clip_high")
+    session_ttl_s: float = Field(900.0, gt=0, description="seconds after its last turn a session is closed")
+    judge_url: str | None = Field(None, description="an OpenAI/Anthropic-compatible judge endpoint (or judge_function)")
+    judge_function: str | None = Field(None, description="a Python judge, `package.module:function` (or judge_url)")
+    judge_model: str | None = Field(None, description="the model an endpoint judge asks (required with judge_url)")
+    judge_api: Literal["openai", "anthropic"] = Field("openai", description="the endpoint judge's API dialect")
+    judge_api_key_env: str | None = Field(None, description="environment variable holding the judge's API key")
+    votes: int = Field(3, ge=1, description="judge votes per turn")
+    max_hints: int = Field(3, ge=1, description="hindsight hints kept per turn")
+    judge_timeout_s: float = Field(30.0, gt=0, description="seconds one judge call may take")
+    judge_retries: int = Field(2, ge=0, description="retries of a judge call that failed")
+    judge_concurrency: int = Field(4, ge=1, description="judge calls in flight at once")
+    judge_temperature: float = Field(0.7, ge=0, description="the judge's sampling temperature")
+    judge_max_tokens: int = Field(256, ge=1, description="the judge's completion budget per vote")
+
+
 class OpenClawRLRecipe(DistillationRecipe):
     """Online learning from sessions: a next-state judge's votes as rewards, its hindsight hints distilled."""
 
     name: ClassVar[str] = "openclawrl"
     loss_name: ClassVar[str] = "openclawrl"
-    default_teacher: ClassVar[str] = "self"
-    default_divergence: ClassVar[str] = "forward_kl"
-    default_template: ClassVar[str] = "\n\n(Hint for your reply: {context})"
+    config_model: ClassVar[type[OpenClawRLConfig]] = OpenClawRLConfig
+    recipe_config: OpenClawRLConfig
 
     def __init__(self, settings: Settings) -> None:
         super().__init__(settings)
-        config = self.config()
-        self.judge_settings = JudgeSettings.from_config(config)
-        ttl = config["session_ttl_s"]
-        if isinstance(ttl, bool) or not isinstance(ttl, int | float) or not math.isfinite(ttl) or ttl <= 0:
-            raise BadRequest("session_ttl_s must be a number of seconds > 0", field="recipe_config.session_ttl_s")
-        self.session_ttl_s = float(ttl)
-        for key in ("w_rl", "w_opd"):
-            weight = config[key]
-            if isinstance(weight, bool) or not isinstance(weight, int | float) or not weight >= 0:
-                raise BadRequest(f"{key} must be a number ≥ 0", field=f"recipe_config.{key}")
+        self.judge_settings = JudgeSettings.from_config(self.config())
+        self.session_ttl_s = self.recipe_config.session_ttl_s
         if self.judge_settings.function:
             open_judge(self.judge_settings)  # refuses a function that cannot be imported, at configuration time
 
-    def config(self) -> dict[str, Any]:
-        defaults = {
-            "w_rl": 1.0,
-            "w_opd": 1.0,
-            "clip_low": 0.2,
-            "clip_high": 0.28,
-            "top_k": 50,
-            "session_ttl_s": 900.0,
-            "votes": 3,
-            "max_hints": 3,
-        }
-        return {**super().config(), **defaults, **self.settings.learning.recipe_config}
-
     def sample(
-        self, turn_id: str, policy: dict[str, Any], messages: list[dict[str, Any]], reward: float, hints: list[str]
+        self, turn_id: str, policy: PolicySample, messages: list[dict[str, Any]], reward: float, hints: list[str]
     ) -> dict[str, Any]:
         """One turn's training sample: its rollout, the reward as advantage, and the hinted teacher prompt (weight 0,
         no distillation, when it has no hint)."""

@@ -10,31 +10,45 @@ from a failure); when its reply is unusable the item is the worked example itsel
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, ClassVar
+
+from pydantic import Field
 
 from reef.harness.mutations import Mutation
+from reef.harness.proposer import parse_json_reply
+from reef.harness.reply_schema import STRATEGY_REPLY, STRATEGY_SCHEMA, reply_max_tokens
 from reef.harness.traces import is_failure, question_of, words
 from reef.harness.tree import Node
-from reef.recipes.harness_method import HarnessRecipe, StepInput, StepOutput, example_text, memory_id
+from reef.recipes.harness_method import HarnessConfig, HarnessRecipe, StepInput, StepOutput, example_text, memory_id
 
 PREFIX = "rb-"
 MAX_BANK = 200
 DISTIL = (
     "Write one short, general strategy an assistant should follow for tasks like this one, learned from the "
-    "outcome shown. Reply in two lines:\nTitle: <a few words>\nStrategy: <one sentence>"
+    'outcome shown. Reply with JSON only: {"title": "<a few words>", "strategy": "<one sentence>"}.'
 )
+
+
+class ReasoningBankConfig(HarnessConfig):
+    """`learning.recipe_config` of the `reasoning_bank` harness method."""
+
+    proposer_max_tokens: int = Field(80, ge=1, description="the proposer's completion budget per call")
+    max_distil_per_step: int = Field(2, ge=0, description="traces distilled into memory items per step")
+    top_k: int = Field(4, ge=1, description="memory items retrieved per query")
 
 
 class ReasoningBank(HarnessRecipe):
     """Distil judged traces into strategy items; keep the most relevant ones in the prompt."""
 
     name = "reasoning_bank"
+    config_model: ClassVar[type[ReasoningBankConfig]] = ReasoningBankConfig
+    recipe_config: ReasoningBankConfig
     surface = "harness"
 
     async def step(self, given: StepInput) -> StepOutput:
         bank: list[dict[str, Any]] = list(given.state.get("bank", []))
         known = {item["id"] for item in bank}
-        budget = int(self.config.get("max_distil_per_step", 2))
+        budget = self.recipe_config.max_distil_per_step
         distilled = fallback = 0
         replies: list[str] = []
         for trace in given.traces:
@@ -61,7 +75,7 @@ class ReasoningBank(HarnessRecipe):
                     bank.append(example)
         bank = bank[-MAX_BANK:]
         queries = [words(question_of(t)) for t in given.traces]
-        chosen = retrieve(bank, queries, int(self.config.get("top_k", 4)))
+        chosen = retrieve(bank, queries, self.recipe_config.top_k)
         current = {node.id for node in given.tree.of_kind("memory") if node.id.startswith(PREFIX)}
         wanted = {item["id"]: item for item in chosen}
         mutations = [Mutation.remove(node_id) for node_id in sorted(current - set(wanted))]
@@ -89,7 +103,8 @@ class ReasoningBank(HarnessRecipe):
         lines.append(f"Outcome: {outcome}")
         return await given.proposer.complete(
             [{"role": "system", "content": DISTIL}, {"role": "user", "content": "\n".join(lines)}],
-            max_tokens=int(self.config.get("proposer_max_tokens", 80)),
+            max_tokens=reply_max_tokens(STRATEGY_SCHEMA, self.recipe_config.proposer_max_tokens),
+            response_format=STRATEGY_REPLY,
         )
 
     def _example_item(self, trace: dict[str, Any]) -> dict[str, Any]:
@@ -105,15 +120,21 @@ class ReasoningBank(HarnessRecipe):
 
 
 def parse_item(reply: str, trace: dict[str, Any]) -> dict[str, Any] | None:
-    """A bank item from a `Title: … / Strategy: …` reply, or None if the reply has no usable strategy."""
-    title = re.search(r"(?im)^\s*\**title\**\s*:\s*(.+)$", reply)
-    strategy = re.search(r"(?im)^\s*\**strategy\**\s*:\s*(.+)$", reply)
-    if strategy is None or len(strategy.group(1).strip()) < 12:
+    """A bank item from a `{"title", "strategy"}` reply (what the reply schema asks for) or a `Title: … / Strategy: …`
+    one, or None if the reply has no usable strategy."""
+    parsed = parse_json_reply(reply)
+    if isinstance(parsed, dict) and isinstance(parsed.get("strategy"), str):
+        title_text, strategy_text = str(parsed.get("title") or ""), parsed["strategy"]
+    else:
+        title = re.search(r"(?im)^\s*\**title\**\s*:\s*(.+)$", reply)
+        strategy = re.search(r"(?im)^\s*\**strategy\**\s*:\s*(.+)$", reply)
+        title_text, strategy_text = (title.group(1) if title else ""), (strategy.group(1) if strategy else "")
+    if len(strategy_text.strip()) < 12:
         return None
-    content = strategy.group(1).strip()[:400]
+    content = strategy_text.strip()[:400]
     return {
         "id": memory_id(content, PREFIX.rstrip("-")),
-        "title": (title.group(1).strip() if title else content)[:80],
+        "title": (title_text.strip() or content)[:80],
         "content": content,
         "outcome": "failure" if is_failure(trace) else "success",
         "keywords": sorted(words(question_of(trace)) | words(content)),

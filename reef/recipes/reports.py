@@ -22,6 +22,7 @@ import dataclasses
 import uuid
 from typing import Any
 
+from reef.core.payloads import PolicySample
 from reef.core.records import Record
 from reef.learning.base import Batch, Processor
 from reef.learning.evaluation.holdout import is_held_out
@@ -65,13 +66,15 @@ class Rollout:
             precision=training.get("precision"),
         )
 
-    def policy_sample(self) -> dict[str, Any] | None:
+    def policy_sample(self) -> PolicySample | None:
         """Prompt, completion and recorded log-probs, or None when the record has no usable token capture."""
         if not self.prompt_ids or not self.completion_ids or self.logprobs is None:
             return None
         if len(self.logprobs) != len(self.completion_ids):
             return None
-        sample = {"prompt_ids": self.prompt_ids, "completion_ids": self.completion_ids, "old_logprobs": self.logprobs}
+        sample = PolicySample(
+            prompt_ids=self.prompt_ids, completion_ids=self.completion_ids, old_logprobs=self.logprobs
+        )
         if self.precision:
             sample["rollout_precision"] = self.precision  # what computed `old_logprobs` (the engine's matmuls)
         return sample
@@ -103,6 +106,8 @@ class Unit:
 
 class ReportJoiningProcessor(Processor):
     """Buffers units made by `join`; a batch takes `units_per_batch` of them plus the ids of skipped reports."""
+
+    units_per_batch: int
 
     def __init__(self, units_per_batch: int) -> None:
         self.units_per_batch = units_per_batch

@@ -22,11 +22,14 @@ import math
 from collections.abc import Callable
 from typing import Any, ClassVar
 
+from pydantic import Field
+
+from reef.core.capabilities import Capability
 from reef.core.errors import BadRequest
 from reef.core.records import Record
 from reef.learning.report_schema import report_schema
 from reef.recipes.reports import ReportJoiningProcessor, Rollout
-from reef.recipes.weights import WeightsRecipe
+from reef.recipes.weights import ON_POLICY_NEEDS, PolicyGradientConfig, WeightsRecipe
 
 
 def require_score(report: dict[str, Any]) -> None:
@@ -101,19 +104,25 @@ class RLProcessor(ReportJoiningProcessor):
         }
 
 
+class RLConfig(PolicyGradientConfig):
+    """`learning.recipe_config` of the `rl` recipe."""
+
+    baseline_decay: float = Field(0.9, ge=0, lt=1, description="decay of the running baseline's moving averages")
+    min_std: float = Field(0.1, gt=0, description="floor of the spread an advantage is divided by")
+    baseline_by: str | None = Field(
+        None, min_length=1, description="a metadata key whose value gets its own running baseline (None: one)"
+    )
+
+
 class RLRecipe(WeightsRecipe):
     """Single-rollout reinforcement learning from scored reports."""
 
+    needs: ClassVar[frozenset[Capability]] = ON_POLICY_NEEDS  # learns from its recorded rollouts
+
     name: ClassVar[str] = "rl"
     loss_name: ClassVar[str] = "rl"
-    default_config: ClassVar[dict[str, Any]] = {
-        "clip_low": 0.2,
-        "clip_high": 0.28,
-        "kl_coef": 0.0,
-        "baseline_decay": 0.9,
-        "min_std": 0.1,
-        "baseline_by": None,
-    }
+    config_model: ClassVar[type[RLConfig]] = RLConfig
+    recipe_config: RLConfig
 
     def validate_report(self, report: dict[str, Any]) -> None:
         require_score(report)
@@ -122,13 +131,10 @@ class RLRecipe(WeightsRecipe):
         return report_schema(required=("score", "references"))
 
     def processor(self) -> RLProcessor:
-        config = self.config()
-        decay, min_std = float(config["baseline_decay"]), float(config["min_std"])
-        baseline_by = config.get("baseline_by")
+        config = self.recipe_config
+        decay, min_std = config.baseline_decay, config.min_std
         return RLProcessor(
-            self.settings.learning.batch_size,
-            lambda: RunningBaseline(decay, min_std),
-            str(baseline_by) if baseline_by else None,
+            self.settings.learning.batch_size, lambda: RunningBaseline(decay, min_std), config.baseline_by
         )
 
 

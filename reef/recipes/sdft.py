@@ -19,10 +19,12 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
+from pydantic import Field
+
 from reef.core.errors import BadRequest
 from reef.core.records import Record
 from reef.learning.report_schema import report_schema
-from reef.recipes.distillation import DistillationRecipe, text_field
+from reef.recipes.distillation import DistillationConfig, DistillationRecipe, text_field
 from reef.recipes.reports import ReportJoiningProcessor, Rollout
 from reef.recipes.sft import HELD_OUT_MAX_TOKENS
 
@@ -75,14 +77,21 @@ class SDFTProcessor(ReportJoiningProcessor):
         }
 
 
+class SDFTConfig(DistillationConfig):
+    """`learning.recipe_config` of the `sdft` recipe."""
+
+    context_template: str = Field(
+        "\n\nThe correct reply is:\n{context}", description="how the context block is written; must hold `{context}`"
+    )
+
+
 class SDFTRecipe(DistillationRecipe):
     """Self-distillation fine-tuning on demonstrations (or hints) carried by reports."""
 
     name: ClassVar[str] = "sdft"
     loss_name: ClassVar[str] = "sdft"
-    default_teacher: ClassVar[str] = "self"
-    default_divergence: ClassVar[str] = "forward_kl"
-    default_template: ClassVar[str] = "\n\nThe correct reply is:\n{context}"
+    config_model: ClassVar[type[SDFTConfig]] = SDFTConfig
+    recipe_config: SDFTConfig
 
     def validate_report(self, report: dict[str, Any]) -> None:
         if context_of(report) is None:

@@ -23,11 +23,13 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, ClassVar
 
+from pydantic import Field
+
 from reef.core.errors import BadRequest
+from reef.core.payloads import PolicySample
 from reef.core.records import Record
-from reef.core.settings import Settings
 from reef.learning.report_schema import report_schema
-from reef.recipes.distillation import DistillationRecipe, text_field
+from reef.recipes.distillation import DistillationConfig, DistillationRecipe, Divergence, text_field
 from reef.recipes.reports import ReportJoiningProcessor, Rollout
 from reef.recipes.rl import require_score
 
@@ -38,7 +40,7 @@ class Attempt:
 
     record_ids: list[str]
     rollout: Rollout
-    sample: dict[str, Any]
+    sample: PolicySample
     score: float
     feedback: str | None
 
@@ -64,10 +66,10 @@ class SDPOProcessor(ReportJoiningProcessor):
     def __init__(self, units_per_batch: int, recipe: SDPORecipe) -> None:
         super().__init__(units_per_batch)
         self.recipe = recipe
-        config = recipe.config()
-        self.groups, self.rollouts = int(config["groups"]), int(config["rollouts"])
-        self.threshold = float(config["success_threshold"])
-        self.own = bool(config["self_demonstration"])
+        config = recipe.recipe_config
+        self.groups, self.rollouts = config.groups, config.rollouts
+        self.threshold = config.success_threshold
+        self.own = config.self_demonstration
         self._grids: dict[str, dict[tuple[str, int], Attempt]] = {}
         self._discarded: list[tuple[str, list[str]]] = []
 
@@ -120,30 +122,28 @@ class SDPOProcessor(ReportJoiningProcessor):
         return len(self._grids)
 
 
+class SDPOConfig(DistillationConfig):
+    """`learning.recipe_config` of the `sdpo` recipe."""
+
+    teacher: str = Field("ema", description="the teacher (see `sdft`); by default an EMA of the student's adapter")
+    divergence: Divergence = Field("jsd", description="the per-token divergence between student and teacher")
+    context_template: str = Field(
+        "\n\nA correct reply is:\n{context}", description="how the context block is written; must hold `{context}`"
+    )
+    top_k: int = Field(100, ge=0, description="divergence over the student's top-k tokens and a tail (0: all)")
+    groups: int = Field(4, ge=1, description="prompts in a grid")
+    rollouts: int = Field(4, ge=1, description="attempts per prompt in a grid")
+    success_threshold: float = Field(0.5, description="the score at or above which an attempt is a success")
+    self_demonstration: bool = Field(False, description="show a lone success its own answer as the demonstration")
+
+
 class SDPORecipe(DistillationRecipe):
     """Self-distillation from successful sibling attempts in grids of prompts × attempts."""
 
     name: ClassVar[str] = "sdpo"
     loss_name: ClassVar[str] = "sdpo"
-    default_teacher: ClassVar[str] = "ema"
-    default_divergence: ClassVar[str] = "jsd"
-    default_template: ClassVar[str] = "\n\nA correct reply is:\n{context}"
-
-    def __init__(self, settings: Settings) -> None:
-        super().__init__(settings)
-        if not isinstance(self.config()["self_demonstration"], bool):
-            raise BadRequest("self_demonstration is true or false", field="recipe_config.self_demonstration")
-
-    def config(self) -> dict[str, Any]:
-        defaults = {
-            "groups": 4,
-            "rollouts": 4,
-            "success_threshold": 0.5,
-            "top_k": 100,
-            "jsd_beta": 0.5,
-            "self_demonstration": False,
-        }
-        return {**super().config(), **defaults, **self.settings.learning.recipe_config}
+    config_model: ClassVar[type[SDPOConfig]] = SDPOConfig
+    recipe_config: SDPOConfig
 
     def validate_report(self, report: dict[str, Any]) -> None:
         require_score(report)
@@ -169,8 +169,7 @@ class SDPORecipe(DistillationRecipe):
         )
 
     def processor(self) -> SDPOProcessor:
-        config = self.config()
-        grid = int(config["groups"]) * int(config["rollouts"])
+        grid = self.recipe_config.groups * self.recipe_config.rollouts
         return SDPOProcessor(max(1, self.settings.learning.batch_size // grid), self)
 
 

@@ -15,8 +15,11 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
+from pydantic import Field
+
 from reef.core.errors import BadRequest
 from reef.core.records import Record
+from reef.learning.recipe_config import RecipeConfig
 from reef.learning.report_schema import report_schema
 from reef.recipes.reports import ReportJoiningProcessor, Rollout
 from reef.recipes.weights import WeightsRecipe
@@ -78,27 +81,37 @@ def _reported_messages(payload: dict[str, Any]) -> dict[str, Any] | None:
 HELD_OUT_MAX_TOKENS = 512
 
 
+class SFTConfig(RecipeConfig):
+    """`learning.recipe_config` of the `sft` recipe."""
+
+    demonstration_from_feedback: bool = Field(
+        False, description="take the demonstration from the report's `feedback` instead of `metadata.demonstration`"
+    )
+    kl_coef: float = Field(0.0, ge=0, description="weight of the KL penalty to the base model (0: none)")
+
+
 class SFTRecipe(WeightsRecipe):
     """Supervised fine-tuning on demonstrations carried by reports."""
 
     name: ClassVar[str] = "sft"
     loss_name: ClassVar[str] = "sft"
-    default_config: ClassVar[dict[str, Any]] = {"demonstration_from_feedback": False}
+    config_model: ClassVar[type[SFTConfig]] = SFTConfig
+    recipe_config: SFTConfig
 
     def validate_report(self, report: dict[str, Any]) -> None:
-        from_feedback = bool(self.config()["demonstration_from_feedback"])
+        from_feedback = self.recipe_config.demonstration_from_feedback
         if demonstration_of(report, from_feedback) is None:
             field = "feedback" if from_feedback else "metadata.demonstration"
             raise BadRequest("the sft recipe needs a demonstration (a non-empty string)", field=field)
 
     def report_schema(self) -> dict[str, Any]:
         demonstration = {"type": "string", "minLength": 1, "description": "the answer the model should have given"}
-        if self.config()["demonstration_from_feedback"]:
+        if self.recipe_config.demonstration_from_feedback:
             return report_schema(required=("feedback", "references"), feedback=demonstration)
         return report_schema(required=("references",), metadata={"demonstration": demonstration})
 
     def processor(self) -> SFTProcessor:
-        return SFTProcessor(self.settings.learning.batch_size, bool(self.config()["demonstration_from_feedback"]))
+        return SFTProcessor(self.settings.learning.batch_size, self.recipe_config.demonstration_from_feedback)
 
 
 RECIPE = SFTRecipe

@@ -25,19 +25,23 @@ import shutil
 from pathlib import Path
 from typing import Any, ClassVar
 
+from pydantic import Field
+
+from reef.core.capabilities import Capability
 from reef.core.errors import BadRequest
 from reef.discovery.archive import Archive, Attempt
 from reef.discovery.problem import Problem, ProblemError, load_problem, parses
 from reef.discovery.search import ARCHIVE_FILE, entry_view, next_step, read_archive, seed_archive, write_archive
-from reef.learning.base import Batch, Evaluator, Selector
+from reef.inference.base import Engine
+from reef.learning.base import Batch, Candidate, Evaluator, Selector
 from reef.learning.evaluation.selectors import Always
 from reef.learning.growth import GrowContext, base_model_path
 from reef.learning.report_schema import report_schema
 from reef.recipes.entropic import entropic_advantages
 from reef.recipes.rl import require_score
 from reef.recipes.tttd_grid import Advantages, GridProcessor
-from reef.recipes.weights import WeightsRecipe
-from reef.sandbox import Limits
+from reef.recipes.weights import ON_POLICY_NEEDS, PolicyGradientConfig, WeightsRecipe
+from reef.sandbox import Limits, isolation
 
 _CELL = {"type": "integer", "minimum": 0}
 
@@ -51,47 +55,58 @@ class NoGate(Evaluator):
         return [], []
 
 
+class TTTDConfig(PolicyGradientConfig):
+    """`learning.recipe_config` of the discovery recipes (`tttd`, `tttd-mean`, `guidance_ttt`)."""
+
+    problem: str = Field(
+        "circle-packing", min_length=1, description="the problem: a built-in name, `package.module` or a directory"
+    )
+    problem_options: dict[str, Any] = Field(default_factory=dict, description="options the problem module takes")
+    groups: int = Field(4, ge=1, description="parents per step (the grid's rows)")
+    rollouts: int = Field(4, ge=1, description="attempts per parent (the grid's columns)")
+    train: bool = Field(True, description="train the adapter on each grid (false: search the archive only)")
+    max_entries: int = Field(64, ge=1, description="entries the archive keeps")
+    exploration: float = Field(1.0, ge=0, description="the PUCT exploration constant of parent selection")
+    kl_coef: float = Field(0.1, ge=0, description="weight of the KL penalty to the base model (0: none)")
+    eval_cpu_s: int = Field(10, gt=0, description="CPU seconds one sandboxed evaluation may use")
+    eval_memory_mb: int = Field(1024, gt=0, description="memory one sandboxed evaluation may use, in MiB")
+    eval_wall_s: float = Field(20.0, gt=0, description="wall-clock seconds one sandboxed evaluation may take")
+
+
 class TTTDRecipe(WeightsRecipe):
     """Test-time training on a discovery problem with entropic leave-one-out advantages."""
 
+    needs: ClassVar[frozenset[Capability]] = ON_POLICY_NEEDS  # learns from its recorded rollouts
+
     name: ClassVar[str] = "tttd"
     loss_name: ClassVar[str] = "rl"
-    default_config: ClassVar[dict[str, Any]] = {
-        "problem": "circle-packing",
-        "problem_options": {},
-        "groups": 4,
-        "rollouts": 4,
-        "train": True,
-        "max_entries": 64,
-        "exploration": 1.0,
-        "kl_coef": 0.1,
-        "clip_low": 0.2,
-        "clip_high": 0.28,
-        "eval_cpu_s": 10,
-        "eval_memory_mb": 1024,
-        "eval_wall_s": 20.0,
-    }
+    config_model: ClassVar[type[TTTDConfig]] = TTTDConfig
+    recipe_config: TTTDConfig
+    _problem: Problem | None = None
 
     def advantages(self) -> Advantages:
         return entropic_advantages
 
     def problem(self) -> Problem:
         """The configured problem; BadRequest naming `learning.recipe_config.problem` when it cannot be loaded."""
-        cached = getattr(self, "_problem", None)
-        if cached is not None:  # settings are immutable: load (and read the evaluator's source) once
-            return cached
-        config = self.config()
+        if self._problem is not None:  # settings are immutable: load (and read the evaluator's source) once
+            return self._problem
+        config = self.recipe_config
         try:
-            problem = load_problem(str(config["problem"]), dict(config.get("problem_options") or {}))
+            problem = load_problem(config.problem, dict(config.problem_options))
         except ProblemError as error:
             raise BadRequest(str(error), field="learning.recipe_config.problem") from error
-        self._problem: Problem | None = problem
+        self._problem = problem
         return problem
 
+    def sandbox(self) -> bool | None:
+        """How evaluations run: None (bubblewrap or a refusal); with `sandbox.allow_unsandboxed`, unsandboxed
+        where bubblewrap cannot start."""
+        return isolation().available if self.settings.sandbox.allow_unsandboxed else None
+
     def limits(self) -> Limits:
-        config = self.config()
-        memory = int(config["eval_memory_mb"]) << 20
-        return Limits(int(config["eval_cpu_s"]), memory, float(config["eval_wall_s"]))
+        config = self.recipe_config
+        return Limits(config.eval_cpu_s, config.eval_memory_mb << 20, config.eval_wall_s)
 
     # ---- reports ---------------------------------------------------------------------------------------------
 
@@ -100,8 +115,8 @@ class TTTDRecipe(WeightsRecipe):
         meta = report.get("metadata")
         if not isinstance(meta, dict):
             raise BadRequest("a discovery report needs metadata.{step, group, rollout, parent_id}", field="metadata")
-        config = self.config()
-        bounds = {"step": math.inf, "group": int(config["groups"]), "rollout": int(config["rollouts"])}
+        config = self.recipe_config
+        bounds = {"step": math.inf, "group": config.groups, "rollout": config.rollouts}
         for key, bound in bounds.items():
             value = meta.get(key)
             if isinstance(value, bool) or not isinstance(value, int) or value < (1 if key == "step" else 0):
@@ -123,24 +138,25 @@ class TTTDRecipe(WeightsRecipe):
         return report_schema(required=("score", "references"), metadata={**cell, "parent_id": {"type": "string"}})
 
     def processor(self) -> GridProcessor:
-        config, problem = self.config(), self.problem()
-        return GridProcessor(int(config["groups"]), int(config["rollouts"]), self.advantages(), problem.reward)
+        config, problem = self.recipe_config, self.problem()
+        return GridProcessor(config.groups, config.rollouts, self.advantages(), problem.reward)
 
     def selector(self) -> Selector:
         return Always()
 
-    def evaluator(self, engine: Any) -> Evaluator:
+    def evaluator(self, engine: Engine) -> Evaluator:
         return NoGate()
 
     # ---- the archive -----------------------------------------------------------------------------------------
 
     def seed(self, directory: Path) -> None:
-        config = self.config()
+        config = self.recipe_config
         archive = seed_archive(
             self.problem(),
             self.limits(),
-            max_entries=int(config["max_entries"]),
-            exploration=float(config["exploration"]),
+            sandbox=self.sandbox(),
+            max_entries=config.max_entries,
+            exploration=config.exploration,
         )
         write_archive(archive, directory)
 
@@ -149,8 +165,9 @@ class TTTDRecipe(WeightsRecipe):
         found = read_archive(release_dir)
         if found is not None:
             return found
-        config = self.config()
-        return seed_archive(self.problem(), self.limits(), max_entries=int(config["max_entries"]))
+        return seed_archive(
+            self.problem(), self.limits(), sandbox=self.sandbox(), max_entries=self.recipe_config.max_entries
+        )
 
     def archive_view(self, release_dir: Path, limit: int) -> dict[str, Any]:
         """`GET /reef/scenarios/{s}/archive`: the problem, the last step and the top `limit` entries."""
@@ -168,23 +185,23 @@ class TTTDRecipe(WeightsRecipe):
 
     def next_step(self, release_dir: Path, groups: int) -> dict[str, Any]:
         """`GET /reef/scenarios/{s}/archive/next?groups=G`: the next step's parents and prompts."""
-        if groups != int(self.config()["groups"]):
-            raise BadRequest(f"this scenario's grid has {self.config()['groups']} groups", field="groups")
+        if groups != self.recipe_config.groups:
+            raise BadRequest(f"this scenario's grid has {self.recipe_config.groups} groups", field="groups")
         step = next_step(self.archive_of(release_dir), self.problem(), groups)
-        return {**step, "rollouts": int(self.config()["rollouts"])}
+        return {**step, "rollouts": self.recipe_config.rollouts}
 
     # ---- growing ---------------------------------------------------------------------------------------------
 
-    async def grow(self, batch: Batch, parent_dir: Path | None, ctx: GrowContext) -> tuple[Path, dict[str, Any]]:
+    async def grow(self, batch: Batch, parent_dir: Path | None, ctx: GrowContext) -> Candidate:
         """The parent's archive with the grid folded in, and (with `train`) the adapter trained on the grid."""
         archive = await asyncio.to_thread(self.archive_of, parent_dir) if parent_dir else None
         if archive is None:
-            archive = await asyncio.to_thread(seed_archive, self.problem(), self.limits())
+            archive = await asyncio.to_thread(seed_archive, self.problem(), self.limits(), sandbox=self.sandbox())
         rows = [s["attempt"] for s in batch.samples if "attempt" in s]
         samples = [s for s in batch.samples if "attempt" not in s]
         candidate = ctx.work_dir / "candidate"
         metrics: dict[str, Any] = {"trained_samples": len(samples)}
-        if samples and self.config()["train"] and ctx.backend_factory is not None:
+        if samples and self.recipe_config.train and ctx.backend_factory is not None:
             base = await asyncio.to_thread(base_model_path, ctx.settings)
             adapter = parent_dir if parent_dir and (parent_dir / "adapter_config.json").exists() else None
             job = self.training_job(Batch(batch.batch_id, samples, batch.record_ids), base, adapter, candidate)
@@ -206,7 +223,7 @@ class TTTDRecipe(WeightsRecipe):
             step_mean_reward=sum(r["reward"] for r in rows) / len(rows) if rows else None,
             valid_fraction=len(valid) / len(rows) if rows else None,
         )
-        return candidate, metrics
+        return Candidate(candidate, metrics)
 
 
 def _attempt(row: dict[str, Any]) -> Attempt:

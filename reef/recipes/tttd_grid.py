@@ -18,6 +18,7 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
+from reef.core.payloads import PolicySample
 from reef.core.records import Record
 from reef.recipes.reports import ReportJoiningProcessor, Rollout
 
@@ -30,7 +31,7 @@ class Cell:
     """One filled cell of a step's grid."""
 
     record_ids: list[str]
-    sample: dict[str, Any] | None
+    sample: PolicySample | None
     reward: float
     attempt: dict[str, Any]
     release_id: str | None

@@ -69,6 +69,10 @@ class ReleaseStore(abc.ABC):
         """Store a candidate that did not lose as the tip of the scenario's working lineage (unserved, unlisted);
         it replaces the previous tip. `parent_release_id` is the release it was trained from."""
 
+    def archive(self, scenario: str) -> str | None:
+        """Set a deleted scenario's releases aside under an archive name (returned); None: nothing was kept."""
+        return None
+
     @abc.abstractmethod
     def lineage(self, scenario: str) -> Release | None:
         """The tip of the scenario's working lineage, or None."""

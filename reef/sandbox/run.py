@@ -18,7 +18,8 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from reef.sandbox.bubblewrap import bwrap_available, bwrap_prefix
+from reef.sandbox.bubblewrap import bwrap_prefix
+from reef.sandbox.policy import choose_sandbox
 
 OUTPUT_TAIL_CHARS = 4_000
 
@@ -64,10 +65,11 @@ def run_sandboxed(
 ) -> SandboxResult:
     """Write `files` (name -> text) into a fresh root, run `command` there (blocking) and remove the root.
 
-    `sandbox` None: bubblewrap where it exists. Raises OSError only when the command cannot be started at all
-    (an infrastructure failure, not a failed attempt).
+    `sandbox` None: bubblewrap, or `SandboxRefused` where it cannot start; False: unsandboxed (the caller has the
+    operator's `sandbox.allow_unsandboxed`). Raises OSError only when the command cannot be started at all (an
+    infrastructure failure, not a failed attempt).
     """
-    use_bwrap = bwrap_available() if sandbox is None else sandbox
+    use_bwrap = choose_sandbox(False, "this run") if sandbox is None else sandbox
     root = Path(tempfile.mkdtemp(prefix="reef-sandbox-", dir=temp_dir))
     try:
         (root / "tmp").mkdir()

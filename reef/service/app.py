@@ -7,7 +7,6 @@ import contextlib
 import gc
 import logging
 from collections.abc import AsyncIterator
-from typing import Any
 
 from fastapi import FastAPI
 
@@ -19,11 +18,13 @@ from reef.service.metrics import ServiceMetrics
 from reef.service.middleware import EdgeMiddleware
 from reef.service.openapi import reef_openapi
 from reef.service.routes import console, discovery, feedback, harness, inference, scenarios, system, training
+from reef.service.runtime_api import RuntimeAPI
+from reef.service.state import ServiceState
 from reef.storage.base import RecordStore
 
 
-def create_app(settings: Settings, runtime: Any, records: RecordStore, engine: Engine) -> EdgeMiddleware:
-    """The Reef ASGI app; `runtime` is the domain facade (reef.application.runtime.Runtime).
+def create_app(settings: Settings, runtime: RuntimeAPI, records: RecordStore, engine: Engine) -> EdgeMiddleware:
+    """The Reef ASGI app; `runtime` is the domain facade (`reef.application.runtime.Runtime` implements it).
 
     The outermost layer is `EdgeMiddleware` (auth, body limit, metrics), which serves the `/v1/*` hot path itself
     and hands everything else to the FastAPI app (`.app`), which also owns the lifespan and the OpenAPI document.
@@ -54,11 +55,8 @@ def create_app(settings: Settings, runtime: Any, records: RecordStore, engine: E
         lifespan=lifespan,
     )
     metrics = ServiceMetrics()
-    app.state.settings = settings
-    app.state.runtime = runtime
-    app.state.records = records
-    app.state.engine = engine
-    app.state.metrics = metrics
+    state = ServiceState(settings, runtime, records, engine, metrics)
+    app.state.reef = state  # read through reef.service.state.state_of / runtime_of
     install_error_handlers(app)
     app.openapi = reef_openapi(app)  # type: ignore[method-assign]  # adds the /v1 fast path FastAPI cannot see
     for module in (feedback, scenarios, training, harness, system, console, discovery):
@@ -66,9 +64,10 @@ def create_app(settings: Settings, runtime: Any, records: RecordStore, engine: E
     return EdgeMiddleware(
         app,
         tokens=settings.reef.all_tokens(),
+        admin_tokens=settings.reef.all_admin_tokens(),
         max_body_bytes=settings.reef.max_body_bytes,
         metrics=metrics,
-        fast_path=inference.InferenceEndpoints(app.state),
+        fast_path=inference.InferenceEndpoints(state),
     )
 
 

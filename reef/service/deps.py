@@ -9,6 +9,7 @@ from fastapi import Request
 
 from reef.core.errors import BadRequest, NotFound
 from reef.core.scenarios import validate_scenario_name
+from reef.service.state import ServiceState, runtime_of
 
 TAG_PREFIX = "x-reef-tag-"
 MAX_SESSION_TAG_CHARS = 128  # `x-reef-tag-session`: the openclawrl recipe groups turns into sessions by it
@@ -50,11 +51,8 @@ async def json_object(request: Request) -> dict[str, Any]:
     return body
 
 
-async def live_scenario(state: Any, name: str) -> str:
-    """Make sure `name` exists, creating it (bound to the deployment's recipe) unless implicit creation is off.
-
-    `state` is the app's state (runtime, settings, records, engine, metrics).
-    """
+async def live_scenario(state: ServiceState, name: str) -> str:
+    """Make sure `name` exists, creating it (bound to the deployment's recipe) unless implicit creation is off."""
     runtime = state.runtime
     if runtime.known_scenario(name):
         return name
@@ -67,6 +65,6 @@ async def live_scenario(state: Any, name: str) -> str:
 def existing_scenario(request: Request, name: str) -> str:
     """404 unless the scenario exists (scenario-scoped read routes never create one)."""
     validate_scenario_name(name, field="scenario")
-    if not request.app.state.runtime.known_scenario(name):
+    if not runtime_of(request).known_scenario(name):
         raise NotFound(f"unknown scenario {name!r}")
     return name

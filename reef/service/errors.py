@@ -12,6 +12,7 @@ from starlette.exceptions import HTTPException
 from starlette.responses import Response
 
 from reef.core.errors import ReefError, Unavailable, UpstreamError, UpstreamRejected, UpstreamTimeout
+from reef.service.state import state_of
 
 log = logging.getLogger("reef.service")
 
@@ -48,7 +49,7 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(ReefError)
     async def _reef_error(request: Request, exc: ReefError) -> Response:
-        return reef_error_response(exc, request.app.state.metrics)
+        return reef_error_response(exc, state_of(request).metrics)
 
     @app.exception_handler(RequestValidationError)
     async def _validation_error(request: Request, exc: RequestValidationError) -> Response:

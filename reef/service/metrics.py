@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 
 class ServiceMetrics:
@@ -26,6 +26,22 @@ class ServiceMetrics:
         self.upstream_errors = Counter(
             "reef_upstream_errors", "Inference requests that failed upstream", ["status"], registry=self.registry
         )
+        labels = ["scenario", "arm"]
+        self.rollout_requests = Gauge(
+            "reef_rollout_requests", "Requests served per rollout arm", labels, registry=self.registry
+        )
+        self.rollout_errors = Gauge(
+            "reef_rollout_errors", "Failed requests (5xx, timeouts) per rollout arm", labels, registry=self.registry
+        )
+        self.rollout_reports = Gauge(
+            "reef_rollout_reports", "Reports attributed to each rollout arm", labels, registry=self.registry
+        )
+        self.rollout_mean_score = Gauge(
+            "reef_rollout_mean_score", "Mean attributed report score per rollout arm", labels, registry=self.registry
+        )
+        self.rollout_open = Gauge(
+            "reef_rollout_open", "1 while the scenario has an open rollout", ["scenario"], registry=self.registry
+        )
         # Labelled children by label values: `labels()` costs a lock and a tuple per call, on every request.
         self._children: dict[tuple[Any, ...], Any] = {}
 
@@ -42,3 +58,14 @@ class ServiceMetrics:
 
     def count_records(self, request_type: str, n: int = 1) -> None:
         self._child(self.records_appended, request_type).inc(n)
+
+    def show_rollouts(self, views: dict[str, dict[str, Any]]) -> None:
+        """Set the per-arm rollout gauges from each scenario's rollout view (`GET /reef/scenarios/{s}/rollout`)."""
+        for scenario, view in views.items():
+            self.rollout_open.labels(scenario).set(1 if view["state"] == "canary" else 0)
+            for arm, stats in view["arms"].items():
+                self.rollout_requests.labels(scenario, arm).set(stats["requests"])
+                self.rollout_errors.labels(scenario, arm).set(stats["errors"])
+                self.rollout_reports.labels(scenario, arm).set(stats["reports"])
+                if stats["mean"] is not None:
+                    self.rollout_mean_score.labels(scenario, arm).set(stats["mean"])

@@ -1,27 +1,21 @@
-"""Pure-ASGI middleware: auth, body-size limit, request metrics and, when on, request spans (cheaper than
-BaseHTTPMiddleware)."""
+"""Pure-ASGI middleware: auth and token scopes (`reef.service.scopes`), body-size limit, request metrics and, when
+on, request spans (cheaper than BaseHTTPMiddleware)."""
 
 from __future__ import annotations
 
 import hmac
 import time
+from collections.abc import MutableMapping
 from typing import Any
 
 import orjson
 
+from reef.core.episode_tokens import verify_episode_token
 from reef.core.errors import PayloadTooLarge
 from reef.observability import tracing
 from reef.observability.tracing import RequestSpan, Tracing
 from reef.service.metrics import ServiceMetrics
-
-_OPEN_PATHS = frozenset({"/healthz"})
-# The console's own page and static files hold no data (it asks for the token and sends it on every data route).
-_OPEN_PREFIX = "/console"
-
-
-def _open(path: str) -> bool:
-    return path in _OPEN_PATHS or path == _OPEN_PREFIX or path.startswith(_OPEN_PREFIX + "/")
-
+from reef.service.scopes import Scope, required_scope, scope_words
 
 _FIXED_ROUTES = frozenset(
     {
@@ -95,32 +89,57 @@ def _finish_span(span: RequestSpan, scope: dict, status: int) -> None:
     span.finish(status)
 
 
+SCOPE_KEY = "reef.scope"  # the request's token scope, for the few routes whose answer depends on it
+
+
+def held_scope(scope: MutableMapping[str, Any]) -> Scope:
+    """The scope the request's token holds (ADMIN where no token is configured or the route is open)."""
+    held = scope.get(SCOPE_KEY)
+    return held if isinstance(held, Scope) else Scope.ADMIN
+
+
 class EdgeMiddleware:
-    """Checks tokens (constant time, never logged), enforces `max_body_bytes`, counts requests, and (when tracing
-    is on) gives each request a span."""
+    """Checks tokens and their scopes (constant time, never logged), enforces `max_body_bytes`, counts requests,
+    and (when tracing is on) gives each request a span.
+
+    `tokens` are the agent tokens, `admin_tokens` the admin ones; with no admin token the agent tokens are admin.
+    """
 
     def __init__(
-        self, app: Any, tokens: list[str], max_body_bytes: int, metrics: ServiceMetrics, fast_path: Any = None
+        self,
+        app: Any,
+        tokens: list[str],
+        max_body_bytes: int,
+        metrics: ServiceMetrics,
+        fast_path: Any = None,
+        admin_tokens: list[str] | None = None,
     ) -> None:
         self.app = app
         self.fast_path = fast_path  # raw ASGI handlers served before the framework (the /v1 hot path)
-        self.tokens = [t.encode() for t in tokens]
+        admins = list(admin_tokens or [])
+        self.secrets = [*tokens, *admins]  # what episode tokens are keyed by
+        agent_scope = Scope.AGENT if admins else Scope.ADMIN
+        self.tokens = [(t.encode(), agent_scope) for t in tokens] + [(t.encode(), Scope.ADMIN) for t in admins]
         self.max_body_bytes = max_body_bytes
         self.metrics = metrics
 
-    def _authorized(self, headers: list[tuple[bytes, bytes]]) -> bool:
+    def _scope_of(self, headers: list[tuple[bytes, bytes]]) -> Scope | None:
+        """The largest scope among the presented tokens; None when none is valid."""
         presented: list[bytes] = []
         for name, value in headers:
             if name == b"authorization" and value[:7].lower() == b"bearer ":
                 presented.append(value[7:].strip())
             elif name == b"x-api-key":
                 presented.append(value.strip())
-        ok = False
+        found: Scope | None = None
         for candidate in presented:
-            for token in self.tokens:
+            for token, scope in self.tokens:
                 # Evaluate every comparison so timing does not reveal which token matched.
-                ok = hmac.compare_digest(candidate, token) or ok
-        return ok
+                if hmac.compare_digest(candidate, token) and (found is None or scope > found):
+                    found = scope
+            if found is None and verify_episode_token(candidate.decode("latin-1"), self.secrets):
+                found = Scope.EPISODE
+        return found
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
@@ -143,10 +162,18 @@ class EdgeMiddleware:
 
         try:
             headers = scope["headers"]
-            if self.tokens and not _open(path) and not self._authorized(headers):
-                status_box[0] = 401
-                await _send_error(send, 401, "authentication_error", "missing or invalid token")
-                return
+            needed = required_scope(scope["method"], path) if self.tokens else Scope.OPEN
+            if needed is not Scope.OPEN:
+                held = self._scope_of(headers)
+                if held is None:
+                    status_box[0] = 401
+                    await _send_error(send, 401, "authentication_error", "missing or invalid token")
+                    return
+                if held < needed:
+                    status_box[0] = 403
+                    await _send_error(send, 403, "permission_error", f"this route needs {scope_words(needed)}")
+                    return
+                scope[SCOPE_KEY] = held
             for name, value in headers:
                 if name == b"content-length":
                     try:

@@ -3,7 +3,8 @@
 FastAPI describes the `/reef/*` routes from their signatures. It does not see the `/v1/*` routes: `EdgeMiddleware`
 serves them as plain ASGI handlers before FastAPI routes anything. This module adds them (described in
 `openapi_inference`). It also adds what the
-edge does for every route, outside any signature: bearer tokens (401), the body limit (413), the scenario header
+edge does for every route, outside any signature: bearer tokens (401) and their scopes (403; the scope a route
+needs is its `x-reef-scope`), the body limit (413), the scenario header
 some routes read, and the error shape Reef answers with (400, where FastAPI would say 422).
 docs/reference/http-api.md is the reader's version; tests/service/test_api_document.py keeps the two in step.
 """
@@ -16,8 +17,8 @@ from typing import Any
 
 from fastapi import FastAPI
 
-from reef.service.middleware import _open as is_open_path
 from reef.service.openapi_inference import INFERENCE_SCHEMAS, SCENARIO_HEADER, inference_paths
+from reef.service.scopes import Scope, required_scope, scope_words
 
 _Schema = dict[str, Any]
 
@@ -32,7 +33,13 @@ ERROR_SCHEMA: _Schema = {
             "properties": {
                 "type": {
                     "type": "string",
-                    "examples": ["invalid_request_error", "authentication_error", "not_found_error", "conflict_error"],
+                    "examples": [
+                        "invalid_request_error",
+                        "authentication_error",
+                        "permission_error",
+                        "not_found_error",
+                        "conflict_error",
+                    ],
                 },
                 "message": {"type": "string", "description": "for a 400, starts with the offending field"},
             },
@@ -42,6 +49,7 @@ ERROR_SCHEMA: _Schema = {
 _STATUS_TEXT = {
     400: "Bad input; the message names the field (`messages.0.content: must be a string or a list`)",
     401: "Missing or invalid token",
+    403: "The token's scope does not reach this route; the message names the scope it needs",
     404: "Unknown scenario, record or release",
     409: "Conflict: the same id with other content, a release that cannot be restored, a busy or paused learner",
     413: "The body is larger than `reef.max_body_bytes`",
@@ -188,10 +196,13 @@ def _complete_operation(method: str, path: str, operation: dict[str, Any]) -> No
     statuses = []
     if operation.get("parameters") or operation.get("requestBody"):
         statuses.append(400)
-    if is_open_path(path):
+    needed = required_scope(method.upper(), path)
+    operation["x-reef-scope"] = needed.name.lower()
+    if needed is Scope.OPEN:
         operation["security"] = []
     else:
-        statuses.append(401)
+        statuses += [401, 403] if needed > Scope.EPISODE else [401]
+        operation["description"] = (operation.get("description") or "") + f"\n\nNeeds {scope_words(needed)}."
     if "{" in path or key in _SCENARIO_HEADER_ROUTES:
         statuses.append(404)
     if key in _CONFLICT_ROUTES:

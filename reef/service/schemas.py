@@ -74,6 +74,17 @@ class ScenarioUpdate(_Body):
         None, description="auto: steps on full batches; manual: only requested steps; hybrid: both"
     )
     paused: StrictBool | None = Field(None, description="true: no learner step starts until resumed")
+    rollout_mode: Literal["immediate", "canary"] | None = Field(
+        None, description="immediate: an accepted release serves at once; canary: it earns its traffic in a rollout"
+    )
+
+
+class RolloutAction(_Body):
+    """`POST /reef/scenarios/{s}/rollout`: end the open rollout now."""
+
+    action: Literal["promote", "rollback"] = Field(
+        ..., description="promote: the canary serves everything; rollback: the incumbent serves everything"
+    )
 
 
 class TrainRequest(_Body):

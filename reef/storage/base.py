@@ -38,6 +38,16 @@ class RecordCounts:
     last_sequence: int
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class RolloutRow:
+    """A scenario's rollout settings and state: its rollout mode (None: the deployment's), its current or last
+    rollout as a JSON document (None: never one), and the row's version (compare-and-swap on writes)."""
+
+    mode: str | None = None
+    document: dict[str, Any] | None = None
+    version: int = 0
+
+
 class RecordStore(abc.ABC):
     """Durable, append-only store of records, with per-scenario sequences."""
 
@@ -121,6 +131,31 @@ class RecordStore(abc.ABC):
     @abc.abstractmethod
     def set_control(self, name: str, control: ScenarioControl) -> None:
         """Store the scenario's control durably (replacing what was there)."""
+
+    @abc.abstractmethod
+    def rollout(self, name: str) -> RolloutRow:
+        """The scenario's rollout row (an empty one when nothing was stored)."""
+
+    @abc.abstractmethod
+    def rollouts(self) -> dict[str, RolloutRow]:
+        """Every scenario's stored rollout row, by scenario."""
+
+    @abc.abstractmethod
+    def set_rollout_mode(self, name: str, mode: str | None) -> None:
+        """Store the scenario's rollout mode durably (None: back to the deployment's)."""
+
+    @abc.abstractmethod
+    def put_rollout(self, name: str, document: dict[str, Any], expected_version: int) -> bool:
+        """Replace the scenario's rollout document iff the row is at `expected_version` (0: no row or no document
+        yet); whether it was stored. The version then rises by one."""
+
+    @abc.abstractmethod
+    def count_rollout_error(self, rollout_id: str, arm: str) -> None:
+        """Count one failed request (5xx, timeout) of `arm` in rollout `rollout_id` (durably, atomically)."""
+
+    @abc.abstractmethod
+    def rollout_errors(self, rollout_id: str) -> dict[str, int]:
+        """The failed requests counted per arm of rollout `rollout_id`."""
 
     @abc.abstractmethod
     def close(self) -> None:

@@ -72,6 +72,28 @@ citations = sa.Table(
 )
 
 
+# A scenario's rollout mode and its current (or last) rollout as a JSON document; `version` rises with each write
+# of the document, which is compare-and-swap on it, so of two replicas ending a rollout exactly one writes.
+rollouts = sa.Table(
+    "reef_rollouts",
+    metadata,
+    sa.Column("name", sa.String(128), primary_key=True),
+    sa.Column("mode", sa.String(16), nullable=True),
+    sa.Column("document", sa.Text, nullable=True),
+    sa.Column("version", sa.BigInteger, nullable=False, default=0),
+    sa.Column("updated_at", sa.Float, nullable=False),
+)
+
+# Failed requests (5xx, timeouts) per rollout arm, counted by whichever replica served them (they leave no record).
+rollout_errors = sa.Table(
+    "reef_rollout_errors",
+    metadata,
+    sa.Column("rollout_id", sa.String(64), primary_key=True),
+    sa.Column("arm", sa.String(16), primary_key=True),
+    sa.Column("errors", sa.BigInteger, nullable=False),
+)
+
+
 def record_row(record: Record) -> dict[str, Any]:
     """The `reef_records` row for `record`, without its sequence (assigned at commit)."""
     body = orjson.dumps(record.payload) if record.payload is not None else None

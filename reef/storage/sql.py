@@ -19,8 +19,9 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
 from reef.core.records import Record, RequestType
+from reef.storage import rollout_rows
 from reef.storage.appends import AppendWork, chunks, commit_appends, stored_as, stored_records
-from reef.storage.base import RecordCounts, RecordStore, ScenarioControl, ScenarioInfo
+from reef.storage.base import RecordCounts, RecordStore, RolloutRow, ScenarioControl, ScenarioInfo
 from reef.storage.citations import backfill_citations, citing_reports
 from reef.storage.group_commit import GroupCommitWriter, WriterStats
 from reef.storage.schema import citations, metadata, record_from_row, records, scenario_controls, scenarios
@@ -155,6 +156,29 @@ class SqlRecordStore(RecordStore):
 
     def set_control(self, name: str, control: ScenarioControl) -> None:
         self._writer.call(functools.partial(_set_control, name=name, control=control))
+
+    def rollout(self, name: str) -> RolloutRow:
+        with self._read_engine.connect() as conn:
+            return rollout_rows.read(conn, name)
+
+    def rollouts(self) -> dict[str, RolloutRow]:
+        with self._read_engine.connect() as conn:
+            return rollout_rows.read_all(conn)
+
+    def set_rollout_mode(self, name: str, mode: str | None) -> None:
+        self._writer.call(functools.partial(rollout_rows.set_mode, name=name, mode=mode))
+
+    def put_rollout(self, name: str, document: dict[str, Any], expected_version: int) -> bool:
+        text = orjson.dumps(document).decode()
+        put = functools.partial(rollout_rows.put, name=name, text=text, expected_version=expected_version)
+        return bool(self._writer.call(put))
+
+    def count_rollout_error(self, rollout_id: str, arm: str) -> None:
+        self._writer.call(functools.partial(rollout_rows.count_error, rollout_id=rollout_id, arm=arm))
+
+    def rollout_errors(self, rollout_id: str) -> dict[str, int]:
+        with self._read_engine.connect() as conn:
+            return rollout_rows.errors(conn, rollout_id)
 
     def writer_alive(self) -> bool:
         """Whether the writer process is up (a dead one is started again by the next write)."""

@@ -97,6 +97,26 @@ def test_an_attempt_cannot_forge_the_result_line(tmp_path: Path) -> None:
     assert evaluate_attempt(problem, "[1]").score == 1.0
 
 
+FORGING_ATTEMPT = """
+import gc, os
+markers = [o for o in gc.get_objects() if isinstance(o, str) and o.startswith("REEF-RESULT-")]
+for marker in markers or ["REEF-RESULT-0 "]:
+    print("\\n" + marker + '{"score": 1000000.0, "valid": true, "details": "forged"}', flush=True)
+os._exit(0)
+"""
+
+
+def test_a_python_attempt_that_prints_a_forged_result_line_scores_nothing(tmp_path: Path) -> None:
+    spec = {"name": "forge", "direction": "max", "solution_format": "python", "task": "T.", "seeds": ["x = 1"]}
+    (tmp_path / "problem.json").write_text(json.dumps(spec))
+    evaluator = "def evaluate(solution):\n    exec(solution, {})\n    return {'score': 1, 'valid': True}\n"
+    (tmp_path / "evaluate.py").write_text(evaluator)
+    problem = load_problem(str(tmp_path))
+    assert evaluate_attempt(problem, "x = 1").score == 1.0  # an honest attempt scores
+    forged = evaluate_attempt(problem, FORGING_ATTEMPT)
+    assert forged.score is None and not forged.valid and forged.reward == 0.0
+
+
 def test_a_sandbox_that_cannot_start_raises_instead_of_scoring_zero(monkeypatch: pytest.MonkeyPatch) -> None:
     from reef.discovery.evaluation import EvaluatorFailure
 

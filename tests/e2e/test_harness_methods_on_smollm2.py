@@ -49,7 +49,11 @@ async def test_each_harness_method_completes_a_step_on_smollm2(method: str, engi
     settings = Settings(
         storage=StorageSettings(dir=tmp_path / "state"),
         learning=LearningSettings(
-            recipe=method, mode="manual", batch_size=2, recipe_config={"proposer_max_tokens": 48, "minibatch_size": 2}
+            recipe=method,
+            mode="manual",
+            batch_size=2,
+            # minibatch_size is gepa's own: another method refuses a key it does not declare.
+            recipe_config={"proposer_max_tokens": 48, **({"minibatch_size": 2} if method == "gepa" else {})},
         ),
         evaluation=EvaluationSettings(tasks=tasks, max_new_tokens=8),
     )

@@ -1,8 +1,9 @@
 """A stand-in for the `pi` binary (copied into a temp dir with a shebang by tests): it reads the AGENTS.md and
 models.json an episode prepared and prints pi-like `--mode json` events. Tasks steer it:
 `sleep` hangs (for timeouts), `spawn` leaves a background child running, `write-home` writes outside its root,
-`connect:PORT,…` reports which 127.0.0.1 ports answer, `copy-agents:NAME` writes its AGENTS.md into NAME in its
-working directory, `fail` exits with status 3.
+`connect:PORT,…` reports which 127.0.0.1 ports answer, `read:PATH,…` reports which files it could read,
+`copy-agents:NAME` writes its AGENTS.md into NAME in its working directory, `fail` exits with status 3,
+`refused:MESSAGE` prints MESSAGE as pi prints a model's 400 and exits with status 1.
 """
 
 import json
@@ -22,10 +23,23 @@ if task == "spawn":
     subprocess.Popen(["sleep", "60"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 if task == "fail":
     sys.exit(3)
+if task.startswith("refused:"):
+    error = {"role": "assistant", "content": [], "stopReason": "error", "errorMessage": "400 " + task[8:]}
+    print(json.dumps({"type": "message_end", "message": error}))
+    sys.exit(1)
 if task.startswith("copy-agents:"):
     Path(task[len("copy-agents:") :]).write_text(agents_md)
 if task.startswith("write:"):
     Path(task[len("write:") :]).write_text("residue")
+if task.startswith("read:"):  # read:PATH,PATH… → print which files it could read
+    seen = []
+    for name in task[len("read:") :].split(","):
+        try:
+            Path(name).read_bytes()
+            seen.append(f"{name}=read")
+        except OSError:
+            seen.append(f"{name}=hidden")
+    task = "seen " + " ".join(seen)
 if task.startswith("connect:"):  # connect:PORT,PORT… → print which 127.0.0.1 ports answered
     import socket
 

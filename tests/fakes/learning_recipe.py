@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 
 from reef.core.errors import BadRequest
 from reef.core.records import Record
-from reef.learning.base import Batch, Processor, Recipe, Surface
+from reef.learning.base import Batch, Candidate, GrowContext, Processor, Recipe, Surface
 from reef.recipes.reports import Rollout
 from reef.recipes.sft import SFTProcessor, demonstration_of
 from tests.fakes.dict_engine import ANSWERS_FILE, read_answers
@@ -77,7 +77,7 @@ class FileRecipe(DemoRecipe):
     def seed(self, directory: Path) -> None:
         (directory / "rules.md").write_text("Answer briefly.\n")
 
-    async def grow(self, batch: Batch, parent_dir: Path | None, ctx: Any) -> tuple[Path, dict[str, Any]]:
+    async def grow(self, batch: Batch, parent_dir: Path | None, ctx: GrowContext) -> Candidate:
         answers = read_answers(parent_dir)
         answers.update({sample["prompt"]: sample["answer"] for sample in batch.samples})
         out = ctx.work_dir / "candidate"
@@ -85,7 +85,7 @@ class FileRecipe(DemoRecipe):
         (out / ANSWERS_FILE).write_text(json.dumps(answers, sort_keys=True))
         (out / "rules.md").write_text("Answer briefly.\n")
         ctx.progress({"proposals": len(batch.samples)})
-        return out, {"proposals": len(batch.samples)}
+        return Candidate(out, {"proposals": len(batch.samples)})
 
 
 class CitingDemoProcessor(SFTProcessor):
@@ -119,7 +119,7 @@ class SlowFileRecipe(FileRecipe):
 
     name: ClassVar[str] = "slow-files"
 
-    async def grow(self, batch: Batch, parent_dir: Path | None, ctx: Any) -> tuple[Path, dict[str, Any]]:
+    async def grow(self, batch: Batch, parent_dir: Path | None, ctx: GrowContext) -> Candidate:
         import asyncio
 
         await asyncio.sleep(float(self.settings.learning.recipe_config.get("grow_s", 3)))

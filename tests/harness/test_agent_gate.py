@@ -10,7 +10,7 @@ import pytest
 
 from reef.core.errors import BadRequest
 from reef.core.settings import HarnessSettings, Settings, StorageSettings
-from reef.harness.agent_gate import AgentEvaluator, EpisodeErrors
+from reef.harness.agent_gate import AgentEvaluator, EpisodeErrors, PromptTooLarge
 from reef.harness.episodes import ModelBinding, PiEpisodes
 from reef.harness.render import write_tree
 from reef.harness.tree import HarnessTree, Node
@@ -86,6 +86,24 @@ async def test_too_many_errors_fail_closed(tmp_path, fake_pi):
 
 
 @pytest.mark.parametrize(
+    "refusal",
+    [
+        "the prompt has 20480 tokens; the model's context is 8192",
+        "This model's maximum context length is 8192 tokens. However, you requested 20480 tokens (20400 in the "
+        "messages, 80 in the completion).",
+    ],
+)
+async def test_a_prompt_the_model_cannot_hold_fails_closed_naming_the_agent_and_both_sizes(tmp_path, fake_pi, refusal):
+    rows = [{"prompt": f"refused:{refusal}", "check": {"command": "true"}}, {"prompt": "hello", "check": {}}]
+    rows[1]["check"] = {"command": "true"}
+    evaluator = gate(tmp_path, fake_pi, rows, max_error_fraction=1.0)
+    with pytest.raises(PromptTooLarge) as refused:
+        await evaluator.paired_scores("s", tmp_path / "candidate", "rel_serving")
+    assert "agent 'pi' sent a request of 20480 tokens; the serving model's context is 8192" in str(refused.value)
+    assert evaluator.details("s") is None  # the first pair showed it: the other tasks never ran
+
+
+@pytest.mark.parametrize(
     ("row", "field"),
     [
         ({"prompt": "p", "check": {"command": 42}}, "t.check.command"),
@@ -110,3 +128,26 @@ def test_an_unknown_default_adapter_exits_2_naming_the_key(tmp_path: Path) -> No
     command += ["--storage.dir", str(tmp_path / "state"), "--reef.port", "0"]
     result = subprocess.run(command, capture_output=True, text=True, timeout=120)
     assert result.returncode == 2 and "harness.default_adapter" in result.stderr
+
+
+async def test_a_candidate_with_unreviewed_extension_nodes_is_never_gated_outside_the_sandbox(tmp_path, fake_pi):
+    from reef.sandbox import SandboxRefused
+
+    evaluator = gate(tmp_path, fake_pi, [{"prompt": "hello", "check": {"file": "x", "contains": "y"}}])
+    extended = HarnessTree.of([*SERVING.nodes, Node("ext", "extension", {"name": "ext", "text": "export {}"})])
+    write_tree(extended, tmp_path / "extended")
+    with pytest.raises(SandboxRefused, match="unreviewed extension/command nodes"):
+        await evaluator.paired_scores("s", tmp_path / "extended", "rel_serving")
+    assert not (tmp_path / "state" / "episodes").exists()  # no episode ran
+
+
+def test_without_an_isolating_sandbox_the_agent_gate_blocks_learning_naming_the_setting(tmp_path, fake_pi, monkeypatch):
+    from reef.sandbox import Isolation, policy
+
+    monkeypatch.setattr(policy, "isolation", lambda: Isolation(False, "bwrap (bubblewrap) is not installed"))
+    evaluator = gate(tmp_path, fake_pi, [{"prompt": "hello", "check": {"file": "x", "contains": "y"}}])
+    evaluator.episodes = PiEpisodes(fake_pi, timeout_s=2, temp_dir=tmp_path)  # sandbox chosen per run
+    blocked = evaluator.blocker()
+    assert blocked is not None and blocked.startswith("sandbox: ") and "sandbox.allow_unsandboxed" in blocked
+    evaluator.episodes = PiEpisodes(fake_pi, timeout_s=2, temp_dir=tmp_path, allow_unsandboxed=True)
+    assert evaluator.blocker() is None

@@ -28,7 +28,8 @@ def test_the_processor_pairs_each_report_with_the_inference_it_cites():
 async def test_evolve_applies_the_proposers_json_mutations(settings, engine, make_ctx):
     engine.proposer_reply = 'Sure!\n```json\n[{"kind": "rules", "text": "Reply with the number only."}]\n```'
     recipe = Evolve(settings)
-    path, metrics = await recipe.grow(batch_of(FOUR), None, make_ctx())
+    grown = await recipe.grow(batch_of(FOUR), None, make_ctx())
+    path, metrics = grown.path, grown.metrics
     tree = load_tree(path)
     assert metrics["source"] == "proposer" and metrics["method"] == "evolve"
     assert any(node.text == "Reply with the number only." for node in tree)
@@ -37,7 +38,8 @@ async def test_evolve_applies_the_proposers_json_mutations(settings, engine, mak
 
 async def test_evolve_falls_back_to_failing_examples_when_the_proposer_rambles(settings, engine, make_ctx):
     recipe = Evolve(settings)
-    path, metrics = await recipe.grow(batch_of(FOUR), None, make_ctx())
+    grown = await recipe.grow(batch_of(FOUR), None, make_ctx())
+    path, metrics = grown.path, grown.metrics
     tree = load_tree(path)
     assert metrics["source"] == "fallback"
     assert len(tree.of_kind("memory")) == 4
@@ -46,7 +48,8 @@ async def test_evolve_falls_back_to_failing_examples_when_the_proposer_rambles(s
 
 async def test_a_proposer_that_leaks_a_key_is_refused_and_the_step_still_yields_a_candidate(settings, engine, make_ctx):
     engine.proposer_reply = '[{"kind": "rules", "text": "use key sk-abcdefghijklmnopqrstuvwxyz0123"}]'
-    path, metrics = await Evolve(settings).grow(batch_of(FOUR), None, make_ctx())
+    grown = await Evolve(settings).grow(batch_of(FOUR), None, make_ctx())
+    path, metrics = grown.path, grown.metrics
     assert metrics["source"] == "fallback" and metrics["refused"]
     assert "sk-abc" not in (path / "harness.json").read_text()
 
@@ -55,7 +58,8 @@ async def test_queued_agent_proposals_are_applied_once(settings, engine, make_ct
     queue = ProposalQueue.for_settings(settings)
     create = {"op": "create", "node": {"id": "agent-rule", "kind": "rules", "config": {"text": "Be terse."}}}
     proposal = queue.append("s", [create], "the agent asked")
-    path, metrics = await Evolve(settings).grow(batch_of(FOUR), None, make_ctx())
+    grown = await Evolve(settings).grow(batch_of(FOUR), None, make_ctx())
+    path, metrics = grown.path, grown.metrics
     assert load_tree(path).get("agent-rule") is not None
     assert metrics["proposal_ids"] == [proposal["proposal_id"]]
     assert queue.pending("s", set(metrics["proposal_ids"])) == []
@@ -63,13 +67,15 @@ async def test_queued_agent_proposals_are_applied_once(settings, engine, make_ct
 
 async def test_gepa_keeps_a_child_only_when_it_is_strictly_better_on_the_minibatch(settings, engine, make_ctx):
     recipe = Gepa(settings)
-    path, metrics = await recipe.grow(batch_of(FOUR), None, make_ctx())
+    grown = await recipe.grow(batch_of(FOUR), None, make_ctx())
+    path, metrics = grown.path, grown.metrics
     assert metrics["accepted_on_minibatch"] is True
     assert sum(metrics["fallback_child_scores"]) > sum(metrics["parent_scores"])
     state = (path / "state" / "gepa.json").read_text()
     assert '"archive"' in state and "what is 1 + 1?" in state
     # From the improved parent, nothing failing remains on a minibatch: no strictly better child, no change.
-    path2, metrics2 = await recipe.grow(batch_of(FOUR), path, make_ctx(step=2))
+    grown = await recipe.grow(batch_of(FOUR), path, make_ctx(step=2))
+    _path2, metrics2 = grown.path, grown.metrics
     assert metrics2["mutations"] == [] or metrics2["accepted_on_minibatch"]
 
 
@@ -86,12 +92,14 @@ def test_the_pareto_front_holds_candidates_best_on_some_task():
 async def test_ace_adds_bullets_and_credits_them_by_outcome(settings, engine, make_ctx):
     engine.proposer_reply = "- Always reply with the final number only.\n- Double-check sums."
     recipe = Ace(settings)
-    path, metrics = await recipe.grow(batch_of(FOUR), None, make_ctx())
+    grown = await recipe.grow(batch_of(FOUR), None, make_ctx())
+    path, _metrics = grown.path, grown.metrics
     bullets = playbook(load_tree(path))
     assert "Always reply with the final number only." in [b.text for b in bullets]
     assert all(b.config["helpful"] == 0 and b.config["harmful"] == 0 for b in bullets)
     # Another round of failures: the bullets relevant to them are counted harmful; nothing is rewritten.
-    path2, metrics2 = await recipe.grow(batch_of(FOUR), path, make_ctx(step=2))
+    grown = await recipe.grow(batch_of(FOUR), path, make_ctx(step=2))
+    _path2, metrics2 = grown.path, grown.metrics
     ops = {m["op"] for m in metrics2["mutations"]}
     assert ops <= {"create", "update", "remove"}
     assert any(m["op"] == "update" and m["config"].get("harmful") for m in metrics2["mutations"])
@@ -104,7 +112,8 @@ async def test_ace_prunes_bullets_that_hurt_more_than_they_help(settings, engine
     from reef.harness.render import write_tree
 
     write_tree(HarnessTree.of([Node("rules", "rules", {"text": "Be brief."}), harmful]), parent)
-    path, metrics = await recipe.grow(batch_of(FOUR), parent, make_ctx(step=2))
+    grown = await recipe.grow(batch_of(FOUR), parent, make_ctx(step=2))
+    path, metrics = grown.path, grown.metrics
     assert load_tree(path).get("ace-bad") is None
     assert {"op": "remove", "id": "ace-bad"} in metrics["mutations"]
 
@@ -112,7 +121,8 @@ async def test_ace_prunes_bullets_that_hurt_more_than_they_help(settings, engine
 async def test_reasoning_bank_distils_strategies_and_retrieves_the_relevant_ones(settings, engine, make_ctx):
     engine.proposer_reply = "Title: sums\nStrategy: Add the two numbers and reply with the number alone."
     recipe = ReasoningBank(settings)
-    path, metrics = await recipe.grow(batch_of(FOUR), None, make_ctx())
+    grown = await recipe.grow(batch_of(FOUR), None, make_ctx())
+    path, metrics = grown.path, grown.metrics
     assert metrics["distilled"] >= 1 and metrics["bank_size"] >= 4
     memory = [node.text for node in load_tree(path).of_kind("memory")]
     assert len(memory) == 4

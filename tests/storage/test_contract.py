@@ -11,7 +11,7 @@ import pytest
 from reef.core.errors import Conflict
 from reef.core.records import Record
 from reef.storage import RecordStore, SqlRecordStore
-from reef.storage.base import ScenarioControl
+from reef.storage.base import RolloutRow, ScenarioControl
 
 from .conftest import OpenStore
 
@@ -244,3 +244,43 @@ def test_a_closed_store_refuses_appends(store: RecordStore) -> None:
     store.close()
     with pytest.raises(RuntimeError):
         store.append([record()])
+
+
+def test_an_inference_keeps_the_release_and_the_rollout_that_served_it(store: RecordStore) -> None:
+    payload = {"request": {}, "response": {}, "release_id": "r-canary", "rollout_id": "rollout_1"}
+    (stored,) = store.append([Record.new("s", "inference", payload, created_at=1.0)])
+    again = store.get(stored.agent_record_id)
+    assert again is not None and again.release_id() == "r-canary"
+    assert again.payload is not None and again.payload["rollout_id"] == "rollout_1"
+    assert [r.agent_record_id for r in store.page("s", release_id="r-canary")] == [stored.agent_record_id]
+
+
+def test_a_rollout_document_is_written_by_compare_and_swap_and_survives_a_reopen(open_store: OpenStore) -> None:
+    store = open_store()
+    assert store.rollout("s") == RolloutRow()
+    assert store.put_rollout("s", {"rollout_id": "a", "state": "canary"}, 0)
+    assert not store.put_rollout("s", {"rollout_id": "b", "state": "canary"}, 0)  # someone wrote first
+    assert store.put_rollout("s", {"rollout_id": "a", "state": "promoted"}, 1)
+    assert not store.put_rollout("s", {"rollout_id": "a", "state": "rolled_back"}, 1)
+    store.set_rollout_mode("s", "canary")
+    store.close()
+    reopened = open_store()
+    row = reopened.rollout("s")
+    assert row == RolloutRow(mode="canary", document={"rollout_id": "a", "state": "promoted"}, version=2)
+    assert reopened.rollouts() == {"s": row}
+
+
+def test_a_rollout_mode_alone_leaves_the_document_to_its_first_writer(store: RecordStore) -> None:
+    store.set_rollout_mode("s", "canary")
+    assert store.rollout("s") == RolloutRow(mode="canary", document=None, version=0)
+    assert store.put_rollout("s", {"rollout_id": "a"}, 0)
+    store.set_rollout_mode("s", None)
+    assert store.rollout("s") == RolloutRow(mode=None, document={"rollout_id": "a"}, version=1)
+
+
+def test_failed_requests_are_counted_per_rollout_arm(store: RecordStore) -> None:
+    for arm in ("candidate", "candidate", "incumbent"):
+        store.count_rollout_error("rollout_1", arm)
+    store.count_rollout_error("rollout_2", "candidate")
+    assert store.rollout_errors("rollout_1") == {"candidate": 2, "incumbent": 1}
+    assert store.rollout_errors("rollout_3") == {}

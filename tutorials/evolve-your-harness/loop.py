@@ -34,6 +34,7 @@ def main() -> None:
     parser.add_argument("--tasks", type=Path, required=True)
     parser.add_argument("--work", type=Path, required=True)
     parser.add_argument("--wait-s", type=float, default=900.0)
+    parser.add_argument("--adapter", default="pi", help="the agent whose files the serving tree is rendered for")
     args = parser.parse_args()
     http = httpx.Client(base_url=args.url, headers={"x-reef-scenario": args.scenario}, timeout=600)
     tasks = [json.loads(line) for line in args.tasks.read_text().splitlines() if line.strip()]
@@ -73,12 +74,12 @@ def main() -> None:
     print(f"step {last['step']}: {last['verdict']} — {last['reason']}")
     print(f"  candidate scores {last['candidate_scores']}\n  serving scores   {last['current_scores']}")
 
-    tree = http.get("/reef/harness", params={"adapter": "pi"}).json()
+    tree = http.get("/reef/harness", params={"adapter": args.adapter}).json()
     out = args.work / "tree" / args.scenario
     for relative, text in tree["files"].items():
         (out / relative).parent.mkdir(parents=True, exist_ok=True)
         (out / relative).write_text(text)
-    print(f"serving release {tree['release_id'][:12]}: pi files written under {out}")
+    print(f"serving release {tree['release_id'][:12]}: {args.adapter} files written under {out}")
 
     releases = http.get("/reef/harness/releases").json()["releases"]
     trees = {

@@ -6,6 +6,7 @@ import time
 import uuid
 from typing import Any
 
+from reef.core.payloads import TrainingCapture
 from reef.inference.local.sampling import Choice
 from reef.inference.local.scheduler import Sequence
 
@@ -23,7 +24,7 @@ def usage_of(sequence: Sequence) -> dict[str, int]:
     return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
 
 
-def training_of(sequence: Sequence) -> dict[str, Any]:
+def training_of(sequence: Sequence) -> TrainingCapture:
     """Token capture for learning: ids as the model saw and produced them (end-of-sequence token included) and
     each completion token's log-prob under the model at temperature 1 (see `reef.inference.local.sampling`), and
     the precision of the matmuls that computed them (`float32`, `bfloat16`: see `reef.inference.local.llama`)."""

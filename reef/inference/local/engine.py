@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 import torch
 
+from reef.core.capabilities import ENGINE_SUPPLIES
 from reef.core.errors import BadRequest
 from reef.core.releases import Release
 from reef.core.scenarios import Dialect
@@ -40,6 +41,7 @@ class LocalEngine(Engine):
     """Serves `settings.model_path` in this process: continuous batching on a scheduler thread."""
 
     scores_completions = True
+    supplies = ENGINE_SUPPLIES["local"]
 
     def __init__(self, settings: InferenceSettings) -> None:
         if not settings.model_path:

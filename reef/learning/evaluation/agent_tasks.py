@@ -43,7 +43,9 @@ def inside_root(path: Any, field: str) -> str:
     if not isinstance(path, str) or not path.strip():
         raise BadRequest("must be a non-empty relative path", field=field)
     pure = PurePosixPath(path)
-    if pure.is_absolute() or ".." in pure.parts or path.startswith("~"):
+    if "\0" in path or "\\" in path:
+        raise BadRequest("must not hold '\\' or NUL", field=field)
+    if pure.is_absolute() or ".." in pure.parts or not pure.parts or path.startswith("~"):
         raise BadRequest(f"{path!r} escapes the episode root", field=field)
     return pure.as_posix()
 

@@ -27,14 +27,13 @@ def default_evaluator(
     """The recipe's `evaluator(engine)` if it has one, else its `agent_evaluator(gate_for, release_dir)` (a harness
     whose adapter's agent the gate runs) if that gives one, else paired tasks (a harness candidate through its
     prompt)."""
-    make = getattr(recipe, "evaluator", None)
-    if callable(make):
-        return make(engine)
-    agent = getattr(recipe, "agent_evaluator", None)
-    if callable(agent) and release_dir is not None:
-        evaluator = agent(gate_for, release_dir)
-        if evaluator is not None:
-            return evaluator
+    own = recipe.evaluator(engine)
+    if own is not None:
+        return own
+    if release_dir is not None:
+        agent = recipe.agent_evaluator(gate_for, release_dir)
+        if agent is not None:
+            return agent
     return TaskEvaluator(
         engine,
         settings,
@@ -47,7 +46,4 @@ def default_evaluator(
 
 def default_selector(recipe: Recipe, settings: Settings) -> Selector:
     """The recipe's `selector()` if it has one, else `evaluation.policy`."""
-    make = getattr(recipe, "selector", None)
-    if callable(make):
-        return make()
-    return load_selector(settings.evaluation.policy, settings)
+    return recipe.selector() or load_selector(settings.evaluation.policy, settings)

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+
+from reef.core.payloads import PairedSummary
 
 
 def wins_and_losses(candidate: Sequence[float], current: Sequence[float]) -> tuple[int, int]:
@@ -12,7 +13,7 @@ def wins_and_losses(candidate: Sequence[float], current: Sequence[float]) -> tup
     return sum(c > k for c, k in pairs), sum(c < k for c, k in pairs)
 
 
-def paired_summary(candidate: Sequence[float], current: Sequence[float]) -> dict[str, Any]:
+def paired_summary(candidate: Sequence[float], current: Sequence[float]) -> PairedSummary:
     """Task count, both means, wins and losses; only the count when the vectors are empty or unpaired."""
     if not candidate or len(candidate) != len(current):
         return {"tasks": len(candidate)}

@@ -20,6 +20,7 @@ from typing import Any
 import orjson
 
 from reef.core.errors import BadRequest
+from reef.core.path_names import check_path_name
 from reef.learning.evaluation.agent_tasks import AgentCheck, Workspace, parse_check, parse_workspace
 from reef.learning.evaluation.ranking import RankedRollout
 
@@ -104,6 +105,7 @@ def parse_task(row: dict[str, Any], task_id: str) -> Task:
         raise BadRequest(f"must be an integer in 1..{MAX_TASK_TOKENS}", field=f"{task_id}.max_tokens")
     if "id" in row and (not isinstance(row["id"], str | int) or isinstance(row["id"], bool) or row["id"] == ""):
         raise BadRequest("must be a non-empty string", field=f"{task_id}.id")
+    check_path_name(str(row.get("id", task_id)), f"{task_id}.id")  # names the episodes' trajectory files
     known = {"prompt", "messages", "checker", "answer", "pattern", "scenario", "id", "workspace", "check"}
     return Task(
         task_id=str(row.get("id", task_id)),

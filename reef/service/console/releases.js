@@ -115,7 +115,8 @@ export function releaseChain(releases, { scenario, surface, reload }) {
           shortId(release.release_id),
           h("span", { class: `badge op-${release.operation}` }, release.operation),
           release.current ? h("span", { class: "badge serving" }, "serving") : null,
-          release.pending ? h("span", { class: "badge verdict-pending" }, "pending") : null,
+          release.canary ? h("span", { class: "badge state-canary" }, "canary") : null,
+          release.pending && !release.canary ? h("span", { class: "badge verdict-pending" }, "pending") : null,
           h("span", { class: "muted" }, `step ${release.step ?? "—"} · ${when(release.created_at)}`),
           h("span", { class: "muted" }, "from ", shortId(release.parent_release_id)),
           h(

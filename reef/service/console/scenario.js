@@ -5,6 +5,7 @@ import { learningCurve, legend, lossSparkline } from "./curve.js";
 import { every, fields, h, mean, number, section, shortId, when } from "./dom.js";
 import { recordsBrowser } from "./records.js";
 import { releaseChain } from "./releases.js";
+import { rolloutPanel } from "./rollout.js";
 
 const COMMIT_PAGE = 1000;
 const MAX_STEPS_SHOWN = 5000;
@@ -23,14 +24,15 @@ async function allCommits(scenario, lastStep) {
 }
 
 async function load(scenario) {
-  const [contract, status, releases] = await Promise.all([
+  const [contract, status, releases, rollout] = await Promise.all([
     api(`/reef/scenarios/${enc(scenario)}/contract`),
     api("/reef/status"),
     api(`/reef/scenarios/${enc(scenario)}/releases`),
+    api(`/reef/scenarios/${enc(scenario)}/rollout`),
   ]);
   const state = status.scenarios[scenario] || {};
   const commits = await allCommits(scenario, state.step);
-  return { contract, status, state, releases: releases.releases, commits };
+  return { contract, status, state, releases: releases.releases, commits, rollout };
 }
 
 function busy(state) {
@@ -182,6 +184,7 @@ export async function showScenario(root, scenario, signal) {
     controls: h("div", {}),
     curve: h("div", { class: "curve-box" }),
     live: h("div", {}),
+    rollout: h("div", {}),
     chain: h("div", {}),
     commits: h("div", { class: "scroll" }),
   };
@@ -192,6 +195,7 @@ export async function showScenario(root, scenario, signal) {
   const render = (everything) => {
     parts.summary.replaceChildren(summary(data));
     parts.live.replaceChildren(liveTraining(data.state));
+    parts.rollout.replaceChildren(rolloutPanel(scenario, data.rollout, () => refresh(true)));
     if (!everything) return;
     parts.controls.replaceChildren(controls(scenario, data, refresh));
     parts.curve.replaceChildren(learningCurve(data.commits, pick), legend());
@@ -204,9 +208,13 @@ export async function showScenario(root, scenario, signal) {
     if (everything) {
       data = await load(scenario);
     } else {
-      const [contract, status] = await Promise.all([api(`/reef/scenarios/${enc(scenario)}/contract`), api("/reef/status")]);
+      const [contract, status, rollout] = await Promise.all([
+        api(`/reef/scenarios/${enc(scenario)}/contract`),
+        api("/reef/status"),
+        api(`/reef/scenarios/${enc(scenario)}/rollout`),
+      ]);
       const state = status.scenarios[scenario] || {};
-      data = { ...data, contract, status, state };
+      data = { ...data, contract, status, state, rollout };
       // A finished step, a new release or a changed control redraws the rest from fresh data.
       const changed =
         state.step !== before.state.step ||
@@ -223,6 +231,7 @@ export async function showScenario(root, scenario, signal) {
     h("div", { class: "scenario-head" }, h("h1", {}, scenario), parts.summary, parts.controls),
     h("section", { class: "card learning-curve" }, curveTitle, parts.curve),
     section("Live training", parts.live),
+    section("Rollout", parts.rollout),
     section("Releases", parts.chain),
     section("Commit log", parts.commits),
     recordsBrowser(scenario, data.releases),

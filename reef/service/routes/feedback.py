@@ -11,12 +11,13 @@ from reef.core.errors import BadRequest
 from reef.core.records import Record
 from reef.service.deps import MAX_SESSION_TAG_CHARS, live_scenario, scenario_of
 from reef.service.schemas import RecordImport, RecordImportBatch, ReportBody
+from reef.service.state import runtime_of, state_of
 
 router = APIRouter(tags=["feedback"])
 
 
 def _check_references(request: Request, scenario: str, references: list[str]) -> None:
-    found = request.app.state.records.get_many(references)
+    found = state_of(request).records.get_many(references)
     for index, receipt in enumerate(references):
         record = found.get(receipt)
         field = f"references[{index}]"
@@ -34,12 +35,12 @@ async def report(request: Request, body: ReportBody) -> dict[str, Any]:
     payload = body.payload()
     if body.references:
         _check_references(request, scenario, body.references)
-    await live_scenario(request.app.state, scenario)
-    request.app.state.runtime.validate_report(scenario, payload)
+    await live_scenario(state_of(request), scenario)
+    runtime_of(request).validate_report(scenario, payload)
     record = Record.new(scenario, "report", payload, created_at=time.time(), agent_record_id=body.agent_record_id)
-    stored = await request.app.state.records.append_async([record])
-    request.app.state.metrics.count_records("report")
-    request.app.state.runtime.notify(scenario)
+    stored = await state_of(request).records.append_async([record])
+    state_of(request).metrics.count_records("report")
+    runtime_of(request).notify(scenario)
     return {"agent_record_id": stored[0].agent_record_id, "scenario": scenario, "request_type": "report"}
 
 
@@ -62,9 +63,9 @@ def _receipt(record: Record) -> dict[str, Any]:
 async def import_record(request: Request, body: RecordImport) -> dict[str, Any]:
     scenario = scenario_of(request)
     record = _imported(scenario, body)
-    await live_scenario(request.app.state, scenario)
-    stored = await request.app.state.records.append_async([record])
-    request.app.state.runtime.notify(scenario)
+    await live_scenario(state_of(request), scenario)
+    stored = await state_of(request).records.append_async([record])
+    runtime_of(request).notify(scenario)
     return _receipt(stored[0])
 
 
@@ -75,8 +76,8 @@ async def import_records(request: Request, body: RecordImportBatch) -> dict[str,
     if len(set(ids)) != len(ids):
         raise BadRequest("agent_record_id values must be unique within a batch", field="records")
     imported = [_imported(scenario, item, f"records[{i}].payload") for i, item in enumerate(body.records)]
-    await live_scenario(request.app.state, scenario)
-    stored = await request.app.state.records.append_async(imported)
-    request.app.state.runtime.notify(scenario)
+    await live_scenario(state_of(request), scenario)
+    stored = await state_of(request).records.append_async(imported)
+    runtime_of(request).notify(scenario)
     # Each receipt names its scenario too: reef-client compares the list, key for key, with what it sent.
     return {"scenario": scenario, "records": [_receipt(r) for r in stored]}

@@ -9,7 +9,7 @@ from typing import Any
 from fastapi import APIRouter, Query, Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 
-from reef.core.errors import BadRequest, NotFound
+from reef.core.errors import BadRequest, Forbidden, NotFound
 from reef.core.releases import Release
 from reef.harness.catalog import adapter_names, load_adapter
 from reef.harness.install import install_script
@@ -18,19 +18,26 @@ from reef.harness.published import check_proposal, harness_view
 from reef.harness.render import render
 from reef.harness.tree import load_tree
 from reef.service.deps import json_object, scenario_of
+from reef.service.middleware import held_scope
+from reef.service.scopes import Scope, scope_words
+from reef.service.state import runtime_of, state_of
 
 router = APIRouter(tags=["harness"])
 
 
 async def _release(request: Request, scenario: str, release_id: str | None) -> Release:
-    runtime = request.app.state.runtime
+    runtime = runtime_of(request)
     if runtime.recipe.surface != "harness":
         raise NotFound(f"the recipe {runtime.recipe.name!r} does not evolve a harness")
     if not runtime.known_scenario(scenario):
         raise NotFound(f"unknown scenario {scenario!r}")
     store = runtime.release_store
     if release_id:
-        return await asyncio.to_thread(store.get, scenario, release_id)
+        release = await asyncio.to_thread(store.get, scenario, release_id)
+        # A pending release may hold model-written code nobody reviewed yet: only an admin (the reviewer) sees it.
+        if release.pending and held_scope(request.scope) < Scope.ADMIN:
+            raise Forbidden(f"release {release_id} is pending review; reading it needs {scope_words(Scope.ADMIN)}")
+        return release
     head = await asyncio.to_thread(store.head, scenario)
     if head is None:
         raise NotFound(f"scenario {scenario!r} has no release yet")
@@ -47,10 +54,10 @@ async def get_harness(
     scenario = scenario_of(request)
     if release_id and version and release_id != version:
         raise BadRequest("give release_id or version, not two different ones", field="version")
-    adapter = adapter or request.app.state.settings.harness.default_adapter
+    adapter = adapter or state_of(request).settings.harness.default_adapter
     load_adapter(adapter)
     release = await _release(request, scenario, release_id or version)
-    directory = await asyncio.to_thread(request.app.state.runtime.release_store.materialize, release)
+    directory = await asyncio.to_thread(runtime_of(request).release_store.materialize, release)
     view = await asyncio.to_thread(harness_view, release, directory, adapter)
     return JSONResponse(view, headers={"x-reef-release-id": release.release_id})
 
@@ -68,7 +75,7 @@ async def list_versions(request: Request) -> dict[str, Any]:
 
 
 async def _oldest_first(request: Request, scenario: str) -> list[dict[str, Any]]:
-    runtime = request.app.state.runtime
+    runtime = runtime_of(request)
     if not runtime.known_scenario(scenario):
         raise NotFound(f"unknown scenario {scenario!r}")
     releases = await asyncio.to_thread(runtime.releases, scenario)
@@ -85,7 +92,7 @@ async def install(request: Request, adapter: str = Query(...), release_id: str |
     scenario = scenario_of(request)
     chosen = load_adapter(adapter)
     release = await _release(request, scenario, release_id)
-    directory = await asyncio.to_thread(request.app.state.runtime.release_store.materialize, release)
+    directory = await asyncio.to_thread(runtime_of(request).release_store.materialize, release)
     files = await asyncio.to_thread(lambda: render(load_tree(directory), chosen))
     script = install_script(
         chosen,
@@ -102,11 +109,11 @@ async def install(request: Request, adapter: str = Query(...), release_id: str |
 async def propose(request: Request) -> Response:
     scenario = scenario_of(request)
     body = await json_object(request)
-    runtime = request.app.state.runtime
+    runtime = runtime_of(request)
     if runtime.recipe.surface != "harness":
         raise NotFound(f"the recipe {runtime.recipe.name!r} does not evolve a harness")
     if not runtime.known_scenario(scenario):
-        if not request.app.state.settings.reef.implicit_scenarios:
+        if not state_of(request).settings.reef.implicit_scenarios:
             raise NotFound(f"unknown scenario {scenario!r} (implicit creation is off; POST /reef/scenarios first)")
         await runtime.ensure_scenario(scenario)
     against = body.get("release_id")
@@ -120,7 +127,7 @@ async def propose(request: Request) -> Response:
     )
     directory = await asyncio.to_thread(store.materialize, head) if head is not None else None
     mutations, reason = await asyncio.to_thread(check_proposal, body, directory)
-    queue = ProposalQueue.for_settings(request.app.state.settings)
+    queue = ProposalQueue.for_settings(state_of(request).settings)
     proposal = await asyncio.to_thread(queue.append, scenario, mutations, reason, body.get("session"))
     runtime.notify(scenario)
     content = {"proposal_id": proposal["proposal_id"], "scenario": scenario, "queued": True}
@@ -128,9 +135,9 @@ async def propose(request: Request) -> Response:
 
 
 def _served_model(request: Request) -> str:
-    settings = request.app.state.settings
+    settings = state_of(request).settings
     named = settings.inference.served_model_name or settings.inference.upstream_model
     if named:
         return named
-    models = request.app.state.engine.models()
+    models = state_of(request).engine.models()
     return str(models[0]["id"]) if models else "reef"

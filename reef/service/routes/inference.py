@@ -21,13 +21,15 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from reef.core.errors import ReefError
+from reef.core.payloads import InferencePayload, TrainingCapture
 from reef.core.records import Record
 from reef.core.scenarios import Dialect
-from reef.inference.base import CompletionStream, RequestContext
+from reef.inference.base import CompletionStream
 from reef.inference.sse import receipt_frames
 from reef.observability import tracing
 from reef.service.deps import json_object, live_scenario, release_pin_of, scenario_of, tags_of
 from reef.service.errors import reef_error_response, unexpected_error_response
+from reef.service.state import ServiceState
 
 log = logging.getLogger("reef.service")
 _background: set[asyncio.Task] = set()
@@ -51,11 +53,12 @@ def _inference_record(
     complete: bool,
     stream: bool,
     usage: dict[str, Any] | None,
-    training: dict[str, Any] | None,
+    training: TrainingCapture | None,
     error: str | None = None,
+    rollout_id: str | None = None,
 ) -> Record:
     finished_at = time.time()
-    payload: dict[str, Any] = {
+    payload: InferencePayload = {
         "dialect": dialect.value,
         "request": request_body,
         "response": response_body,
@@ -70,23 +73,32 @@ def _inference_record(
         payload["training"] = training
     if error is not None:
         payload["error"] = error
-    return Record.new(scenario, "inference", payload, created_at=finished_at)
+    if rollout_id is not None:  # the rollout that chose the serving release (its arm: `release_id`)
+        payload["rollout_id"] = rollout_id
+    return Record.new(scenario, "inference", dict(payload), created_at=finished_at)
 
 
-async def _serve(state: Any, request: Request, dialect: Dialect) -> JsonBody | StreamRelay:
+async def _serve(state: ServiceState, request: Request, dialect: Dialect) -> JsonBody | StreamRelay:
     started_at = time.time()
     scenario = scenario_of(request)
     body = await json_object(request)
     tags = tags_of(request)
     await live_scenario(state, scenario)
-    ctx: RequestContext = state.runtime.context_for(scenario, release_pin_of(request))
+    ctx, rollout_id = state.runtime.route(scenario, release_pin_of(request), tags)
     notes = request.scope.get(tracing.SCOPE_NOTES)
-    if body.get("stream") is True:
-        # For a stream the upstream latency is the time until it is open (the upstream's response head).
-        stream = await _upstream(notes, state.engine.stream(dialect, body, ctx))
-        return _streaming_response(state, dialect, scenario, stream, tags, started_at)
-    completion = await _upstream(notes, state.engine.complete(dialect, body, ctx))
+    try:
+        if body.get("stream") is True:
+            # For a stream the upstream latency is the time until it is open (the upstream's response head).
+            stream = await _upstream(notes, state.engine.stream(dialect, body, ctx))
+            return _streaming_response(state, dialect, scenario, stream, tags, started_at, rollout_id)
+        completion = await _upstream(notes, state.engine.complete(dialect, body, ctx))
+    except Exception as exc:
+        if rollout_id is not None and (not isinstance(exc, ReefError) or exc.status >= 500):
+            await state.runtime.request_failed(scenario, rollout_id, ctx)  # a 5xx or a timeout counts for its arm
+        raise
     if completion.status >= 400:  # an upstream 4xx is relayed as it came, and not recorded
+        if rollout_id is not None and completion.status >= 500:
+            await state.runtime.request_failed(scenario, rollout_id, ctx)
         return JsonBody(completion.status, completion.raw, [])
     record = _inference_record(
         scenario,
@@ -100,6 +112,7 @@ async def _serve(state: Any, request: Request, dialect: Dialect) -> JsonBody | S
         stream=False,
         usage=completion.usage,
         training=completion.training,
+        rollout_id=rollout_id,
     )
     await _remember(state, record)
     headers = [(b"x-reef-agent-record-id", record.agent_record_id.encode())]
@@ -125,12 +138,13 @@ class JsonBody:
 
 
 def _streaming_response(
-    state: Any,
+    state: ServiceState,
     dialect: Dialect,
     scenario: str,
     stream: CompletionStream,
     tags: dict[str, str],
     started_at: float,
+    rollout_id: str | None = None,
 ) -> StreamRelay:
     def record_of(error: str | None = None) -> Record:
         result = stream.result()
@@ -147,6 +161,7 @@ def _streaming_response(
             usage=result.usage,
             training=result.training,
             error=error or result.error,
+            rollout_id=rollout_id,
         )
 
     headers = [
@@ -173,7 +188,7 @@ class StreamRelay:
 
     def __init__(
         self,
-        state: Any,
+        state: ServiceState,
         dialect: Dialect,
         stream: CompletionStream,
         record_of: Callable[..., Record],
@@ -244,7 +259,7 @@ class StreamRelay:
             await stream.aclose()
 
 
-async def _remember(state: Any, record: Record) -> None:
+async def _remember(state: ServiceState, record: Record) -> None:
     """Make an inference record durable and count it.
 
     The learner is not woken: only a report can complete a training unit, and reports wake it (it reads the
@@ -252,25 +267,29 @@ async def _remember(state: Any, record: Record) -> None:
     """
     await state.records.append_async([record])
     state.metrics.count_records("inference")
+    payload = record.payload or {}
+    if "reef-episode" in (payload.get("tags") or {}):  # a gate episode's request: the learner's own traffic
+        usage = payload.get("usage") or (payload.get("response") or {}).get("usage")
+        state.runtime.count_learner_usage(record.scenario, usage)
 
 
-async def _record_cut_stream(state: Any, record: Record) -> None:
+async def _record_cut_stream(state: ServiceState, record: Record) -> None:
     try:
         await _remember(state, record)
     except Exception:
         log.exception("could not record a cut stream of scenario %s", record.scenario)
 
 
-async def _count_tokens(state: Any, request: Request) -> Response:
+async def _count_tokens(state: ServiceState, request: Request) -> Response:
     scenario = scenario_of(request)
     body = await json_object(request)
     await live_scenario(state, scenario)
-    ctx = state.runtime.context_for(scenario, release_pin_of(request))
+    ctx, _ = state.runtime.route(scenario, release_pin_of(request), tags_of(request))
     counted = await state.engine.count_tokens(body, ctx)
     return Response(orjson.dumps(counted), media_type="application/json")
 
 
-async def _models(state: Any, request: Request) -> Response:
+async def _models(state: ServiceState, request: Request) -> Response:
     return Response(orjson.dumps({"object": "list", "data": state.engine.models()}), media_type="application/json")
 
 
@@ -286,7 +305,7 @@ ROUTES = {
 class InferenceEndpoints:
     """Dispatches the `/v1/*` routes (docs/reference/http-api.md); `handles(scope)`: is a request one of them."""
 
-    def __init__(self, state: Any) -> None:
+    def __init__(self, state: ServiceState) -> None:
         self.state = state
 
     def handles(self, scope: dict) -> bool:

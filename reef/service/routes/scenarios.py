@@ -15,6 +15,7 @@ from reef.core.records import RequestType
 from reef.core.scenarios import validate_scenario_name
 from reef.service.deps import existing_scenario, live_scenario
 from reef.service.schemas import ReleaseChoice, ScenarioCreate
+from reef.service.state import runtime_of, state_of
 from reef.storage.base import RecordStore
 
 router = APIRouter(tags=["scenarios"])
@@ -30,7 +31,7 @@ _EXPORT_PAGE_BYTES = 8 * 1024 * 1024
 
 @router.get("/reef/scenarios", summary="List scenarios")
 async def list_scenarios(request: Request) -> dict[str, Any]:
-    infos = request.app.state.records.scenarios()
+    infos = state_of(request).records.scenarios()
     return {
         "scenarios": [{"name": i.name, "recipe": i.recipe, "created_at": i.created_at} for i in infos],
     }
@@ -38,7 +39,7 @@ async def list_scenarios(request: Request) -> dict[str, Any]:
 
 @router.post("/reef/scenarios", summary="Create a scenario (201) or confirm it exists (200)")
 async def create_scenario(request: Request, body: ScenarioCreate) -> Response:
-    info, created = await request.app.state.runtime.ensure_scenario(body.name, body.release_id)
+    info, created = await runtime_of(request).ensure_scenario(body.name, body.release_id)
     content = {"name": info.name, "recipe": info.recipe, "created_at": info.created_at, "created": created}
     return JSONResponse(content, status_code=201 if created else 200)
 
@@ -46,7 +47,7 @@ async def create_scenario(request: Request, body: ScenarioCreate) -> Response:
 @router.delete("/reef/scenarios/{scenario}", summary="Archive a scenario and its state")
 async def delete_scenario(request: Request, scenario: str) -> dict[str, Any]:
     existing_scenario(request, scenario)
-    await request.app.state.runtime.delete_scenario(scenario)
+    await runtime_of(request).delete_scenario(scenario)
     return {"name": scenario, "archived": True}
 
 
@@ -61,7 +62,7 @@ async def page_records(
 ) -> dict[str, Any]:
     existing_scenario(request, scenario)
     # One more than asked says whether another record follows: the cursor is null exactly at the end.
-    found = request.app.state.records.page(
+    found = state_of(request).records.page(
         scenario, after_sequence, limit + 1, request_type=request_type, release_id=release_id
     )
     page = found[:limit]
@@ -85,7 +86,7 @@ async def export_records(request: Request, scenario: str) -> Response:
     `x-reef-export-records` how many lines follow, so a shorter file (cut off, or evicted during the export) shows.
     """
     existing_scenario(request, scenario)
-    store = request.app.state.records
+    store = state_of(request).records
     counts = await asyncio.to_thread(store.counts, scenario)
     headers = {
         "x-reef-export-records": str(counts.records - counts.evicted),
@@ -119,7 +120,7 @@ async def _envelope_lines(store: RecordStore, scenario: str, last_sequence: int)
 @router.get("/reef/scenarios/{scenario}/records/{agent_record_id}", summary="One record with its payload")
 async def get_record(request: Request, scenario: str, agent_record_id: str) -> dict[str, Any]:
     existing_scenario(request, scenario)
-    store = request.app.state.records
+    store = state_of(request).records
     record = store.get(agent_record_id)
     if record is None or record.scenario != scenario:
         raise NotFound(f"no record {agent_record_id!r} in scenario {scenario!r}")
@@ -131,27 +132,27 @@ async def get_record(request: Request, scenario: str, agent_record_id: str) -> d
 
 @router.post("/reef/scenarios/{scenario}/tasks", summary="Add gate tasks (a JSON body {tasks: [...]} or JSONL)")
 async def add_tasks(request: Request, scenario: str) -> Response:
-    await live_scenario(request.app.state, validate_scenario_name(scenario, field="scenario"))
-    added = await request.app.state.runtime.add_tasks(scenario, await request.body())
+    await live_scenario(state_of(request), validate_scenario_name(scenario, field="scenario"))
+    added = await runtime_of(request).add_tasks(scenario, await request.body())
     return JSONResponse(added, status_code=201)
 
 
 @router.get("/reef/scenarios/{scenario}/tasks", summary="The gate tasks given through the API, and what the gate uses")
 async def list_tasks(request: Request, scenario: str) -> dict[str, Any]:
     existing_scenario(request, scenario)
-    return request.app.state.runtime.tasks(scenario)
+    return runtime_of(request).tasks(scenario)
 
 
 @router.delete("/reef/scenarios/{scenario}/tasks", summary="Forget the gate tasks given through the API")
 async def clear_tasks(request: Request, scenario: str) -> dict[str, Any]:
     existing_scenario(request, scenario)
-    return await request.app.state.runtime.clear_tasks(scenario)
+    return await runtime_of(request).clear_tasks(scenario)
 
 
 @router.get("/reef/scenarios/{scenario}/releases", summary="Releases, newest first")
 async def list_releases(request: Request, scenario: str) -> dict[str, Any]:
     existing_scenario(request, scenario)
-    return {"releases": request.app.state.runtime.releases(scenario)}
+    return {"releases": runtime_of(request).releases(scenario)}
 
 
 def _released(release: Any) -> Response:
@@ -161,13 +162,13 @@ def _released(release: Any) -> Response:
 @router.post("/reef/scenarios/{scenario}/rollback", summary="Serve an earlier release again, as a new release")
 async def rollback(request: Request, scenario: str, body: ReleaseChoice) -> Response:
     existing_scenario(request, scenario)
-    return _released(await request.app.state.runtime.rollback(scenario, body.release_id))
+    return _released(await runtime_of(request).rollback(scenario, body.release_id))
 
 
 @router.post("/reef/scenarios/{scenario}/promote", summary="Serve a pending release, as a new release")
 async def promote(request: Request, scenario: str, body: ReleaseChoice) -> Response:
     existing_scenario(request, scenario)
-    return _released(await request.app.state.runtime.promote(scenario, body.release_id))
+    return _released(await runtime_of(request).promote(scenario, body.release_id))
 
 
 @router.get("/reef/scenarios/{scenario}/commits", summary="The learner's step log")
@@ -179,4 +180,4 @@ async def commits(
     record_id: str | None = Query(None, pattern=_ID_PATTERN, description="only the step(s) that consumed this record"),
 ) -> dict[str, Any]:
     existing_scenario(request, scenario)
-    return {"commits": request.app.state.runtime.commits(scenario, after_step, limit, record_id=record_id)}
+    return {"commits": runtime_of(request).commits(scenario, after_step, limit, record_id=record_id)}

@@ -1,0 +1,49 @@
+"""The task suites of `reef demo --suite`: what is taught, what is held out, and the prompt control's best shot.
+
+`skills` (the default) is the bundled suite of verifiable skills (`reef.demo.tasks`): short answers base SmolLM2
+knows but buries in a sentence. `catalogue` teaches facts it cannot know (`reef.demo.catalogue`). Every suite
+regenerates its task instances from the seed, and names the instruction its prompt control starts from.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterator, Sequence
+
+from reef.demo import catalogue, tasks
+from reef.demo.tasks import DemoTask
+
+SKILLS_INSTRUCTION = (
+    "Answer with only the answer: a number, a name, a word or a single letter, exactly as asked. No sentence, no "
+    "explanation, no punctuation."
+)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Suite:
+    """A task suite: its splits (regenerated per seed) and the prompt control's instruction."""
+
+    name: str
+    generate: Callable[[str, int, int], list[DemoTask]]  # (split, count, seed)
+    instruction: Callable[[int], str]  # seed -> the control's system prompt
+
+    def training_rounds(
+        self, prompts_per_round: int, rounds: int, seed: int, families: Sequence[str] | None = None
+    ) -> Iterator[list[DemoTask]]:
+        """Endless rounds of training prompts: distinct while the split lasts, then reused."""
+        if self.name == "skills":
+            yield from tasks.training_rounds(prompts_per_round, rounds, seed, families)
+            return
+        pool = self.generate("train", max(rounds * prompts_per_round, 64), seed)
+        index = 0
+        while True:
+            yield [pool[(index + i) % len(pool)] for i in range(prompts_per_round)]
+            index += prompts_per_round
+
+
+SUITES: dict[str, Suite] = {
+    "skills": Suite(
+        "skills", lambda split, count, seed: tasks.generate(split, count, seed), lambda seed: SKILLS_INSTRUCTION
+    ),
+    "catalogue": Suite("catalogue", catalogue.generate, catalogue.instruction),
+}

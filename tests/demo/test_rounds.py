@@ -1,0 +1,132 @@
+"""The demo's round loop: it measures the prompt control beside the base model, then runs rounds until its count or
+its time budget, whichever comes first."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import io
+from typing import Any
+
+import pytest
+from rich.console import Console
+
+from reef.demo import rounds as demo_rounds
+from reef.demo.api import Measurement
+from reef.demo.recipes import PROFILES
+from reef.demo.result import DemoRun
+from reef.demo.suites import SUITES
+
+
+class Clock:
+    """A monotonic clock the fake rounds advance (no test waits on the wall clock)."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+
+class FakeAPI:
+    prefixes: list[list[dict[str, str]]] = []
+
+    def __init__(self, url: str, scenario: str) -> None:
+        self.scenario = scenario
+        self.tips_read = 0
+
+    async def measure(self, tasks: list[Any], max_tokens: int, prefix: Any = ()) -> Measurement:
+        FakeAPI.prefixes.append(list(prefix))
+        if prefix:  # the prompt control scores apart from the base model
+            return Measurement(
+                exact=0.3, partial=0.5, by_family={}, release_id=None, wall_s=0.0, partial_ci95=(0.4, 0.6)
+            )
+        return Measurement(exact=0.0, partial=0.2, by_family={}, release_id=None, wall_s=0.0)
+
+    async def last_step(self) -> int:
+        return 0
+
+    async def lineage_tip(self) -> str | None:
+        self.tips_read += 1
+        return f"tip-{self.tips_read}" if self.tips_read % 2 else None
+
+    async def aclose(self) -> None:
+        return None
+
+
+def _run(
+    monkeypatch: pytest.MonkeyPatch,
+    rounds: int,
+    budget: float,
+    round_s: float,
+    sample_from: str = "serving",
+    recipe: str = "rl",
+    controls: bool = False,
+    suite: str = "skills",
+) -> DemoRun:
+    clock = Clock()
+    monkeypatch.setattr(demo_rounds, "time", clock)
+    monkeypatch.setattr(demo_rounds, "ReefAPI", FakeAPI)
+
+    async def one_round(api: Any, profile: Any, number: int, *rest: Any) -> dict[str, Any]:
+        clock.now += round_s
+        pin = rest[-1]
+        return {"round": number, "step": number, "verdict": "kept", "measured": None, "train_score": 0.2, "pin": pin}
+
+    monkeypatch.setattr(demo_rounds, "one_round", one_round)
+    FakeAPI.prefixes = []
+    run = DemoRun(recipe, metric=PROFILES[recipe].grading, suite=suite)
+    args = argparse.Namespace(
+        rounds=rounds, time_budget=budget, seed=0, sample_from=sample_from, controls=controls, suite=suite
+    )
+    console = Console(file=io.StringIO())
+    asyncio.run(demo_rounds.run_rounds(run, PROFILES[recipe], args, "http://fake", [], console, clock.now))
+    return run
+
+
+def _rounds(
+    monkeypatch: pytest.MonkeyPatch, rounds: int, budget: float, round_s: float, sample_from: str = "serving"
+) -> list[dict[str, Any]]:
+    return _run(monkeypatch, rounds, budget, round_s, sample_from).rounds
+
+
+def test_rounds_stop_before_one_that_would_end_past_the_time_budget(monkeypatch: pytest.MonkeyPatch) -> None:
+    rounds = _rounds(monkeypatch, rounds=100, budget=600.0, round_s=70.0)
+    # After 8 rounds (560 s) a ninth, expected to take 70 s like the last ones, would end at 630 s.
+    assert [r["round"] for r in rounds] == list(range(1, 9))
+    assert rounds[-1]["elapsed_s"] == 560.0
+
+
+def test_rounds_stop_at_their_count_when_the_budget_lasts(monkeypatch: pytest.MonkeyPatch) -> None:
+    rounds = _rounds(monkeypatch, rounds=5, budget=600.0, round_s=10.0)
+    assert len(rounds) == 5
+
+
+def test_sampling_from_the_lineage_pins_each_round_to_the_learners_tip(monkeypatch: pytest.MonkeyPatch) -> None:
+    serving = _rounds(monkeypatch, rounds=3, budget=600.0, round_s=10.0)
+    lineage = _rounds(monkeypatch, rounds=3, budget=600.0, round_s=10.0, sample_from="lineage")
+    assert [r["pin"] for r in serving] == [None, None, None]  # the serving release answers
+    assert [r["pin"] for r in lineage] == ["tip-1", None, "tip-3"]  # read afresh before each round
+
+
+@pytest.mark.parametrize("suite", ["skills", "catalogue"])
+def test_the_prompt_control_is_measured_once_on_the_base_model_with_the_suites_instruction_and_examples(
+    monkeypatch: pytest.MonkeyPatch, suite: str
+) -> None:
+    run = _run(monkeypatch, rounds=2, budget=600.0, round_s=10.0, controls=True, suite=suite)
+    with_prefix = [p for p in FakeAPI.prefixes if p]
+    assert len(with_prefix) == 1 and FakeAPI.prefixes[0] == []  # the base model first, then the control
+    prefix = with_prefix[0]
+    assert prefix[0] == {"role": "system", "content": SUITES[suite].instruction(0)}
+    assert [m["role"] for m in prefix[1:5]] == ["user", "assistant", "user", "assistant"]
+    assert run.to_json()["controls"] == {"prompt": {"score": 0.5, "interval": [0.4, 0.6]}}
+    assert run.settings["prompt_control_examples"] == (len(prefix) - 1) // 2 > 8
+
+
+def test_without_controls_or_for_a_harness_method_no_prompt_control_is_measured(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert _run(monkeypatch, rounds=1, budget=600.0, round_s=10.0).to_json()["controls"] == {}
+    harness = _run(monkeypatch, rounds=1, budget=600.0, round_s=10.0, recipe="evolve", controls=True)
+    assert harness.controls == {} and all(p == [] for p in FakeAPI.prefixes)
+    assert "proposer_share" not in harness.to_json()  # a plain DemoRun: the driver marks harness runs

@@ -1,0 +1,96 @@
+"""`answer_book`: a custom recipe whose release is a book of demonstrated answers, served as worked examples.
+
+Reports carry `feedback: {"prompt": ..., "answer": ...}`; each step adds the batch's answers to the serving book
+and the gate decides whether the new book serves better. Chosen with
+`--learning.recipe tests.examples.answer_book:AnswerBook`.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, ClassVar
+
+from pydantic import Field
+
+from reef.core.errors import BadRequest
+from reef.core.records import Record
+from reef.learning.base import Batch, Candidate, GrowContext, Processor, Recipe, ServingPrompt, Surface
+from reef.learning.recipe_config import RecipeConfig
+
+BOOK = "answers.json"
+
+
+class AnswerBookConfig(RecipeConfig):
+    """`learning.recipe_config` of `answer_book`: unknown keys are refused at start, naming the key."""
+
+    max_answers: int = Field(100, ge=1, description="answers the book keeps (the newest win)")
+    rules: str = Field("Reply with the answer only.", min_length=1, description="the system prompt served")
+
+
+class AnswerProcessor(Processor):
+    """One unit per report that carries a demonstrated answer; a batch stays reserved until acknowledged."""
+
+    def __init__(self, batch_size: int) -> None:
+        self.batch_size = batch_size
+        self.units: list[dict[str, Any]] = []
+        self.reserved: dict[str, list[dict[str, Any]]] = {}
+
+    def ingest(self, record: Record) -> None:
+        feedback = (record.payload or {}).get("feedback")
+        if record.request_type == "report" and isinstance(feedback, dict):
+            self.units.append({**feedback, "record_id": record.agent_record_id})
+
+    def ready(self) -> int:
+        return len(self.units)
+
+    def build_batch(self, partial: bool = False) -> Batch | None:
+        if not self.units or (len(self.units) < self.batch_size and not partial):
+            return None
+        taken, self.units = self.units[: self.batch_size], self.units[self.batch_size :]
+        batch_id = f"answers-{taken[0]['record_id']}"
+        self.reserved[batch_id] = taken
+        return Batch(batch_id, taken, [unit["record_id"] for unit in taken])
+
+    def acknowledge(self, batch_id: str) -> None:
+        self.reserved.pop(batch_id, None)
+
+
+class AnswerBook(Recipe):
+    """Learns a book of demonstrated answers and serves it as worked examples."""
+
+    name: ClassVar[str] = "answer_book"
+    surface: ClassVar[Surface] = "harness"  # a release is files the recipe writes, not weights
+    config_model: ClassVar[type[AnswerBookConfig]] = AnswerBookConfig
+    recipe_config: AnswerBookConfig  # validated from `learning.recipe_config` before the service starts
+
+    def validate_report(self, report: dict[str, Any]) -> None:
+        feedback = report.get("feedback")
+        if not isinstance(feedback, dict) or not all(isinstance(feedback.get(k), str) for k in ("prompt", "answer")):
+            raise BadRequest("must be an object with a `prompt` and an `answer`", field="feedback")
+
+    def processor(self) -> Processor:
+        return AnswerProcessor(self.settings.learning.batch_size)
+
+    def seed(self, directory: Path) -> None:
+        (directory / BOOK).write_text("{}")
+
+    async def grow(self, batch: Batch, parent_dir: Path | None, ctx: GrowContext) -> Candidate:
+        book = read_book(parent_dir)
+        book.update({unit["prompt"]: unit["answer"] for unit in batch.samples})
+        kept = dict(list(book.items())[-self.recipe_config.max_answers :])
+        candidate = ctx.work_dir / "candidate"
+        candidate.mkdir()
+        (candidate / BOOK).write_text(json.dumps(kept, sort_keys=True))
+        return Candidate(candidate, {"answers": len(kept), "new_answers": len(batch.samples)})
+
+    def serving_prompt(self, release_dir: Path) -> ServingPrompt:
+        return self.recipe_config.rules, tuple(read_book(release_dir).items())
+
+
+def read_book(directory: Path | None) -> dict[str, str]:
+    """The prompt → answer book a release holds ({} for none)."""
+    if directory is None or not (directory / BOOK).exists():
+        return {}
+    book: dict[str, str] = json.loads((directory / BOOK).read_text())
+    return book

@@ -1,0 +1,126 @@
+"""Every route answers each kind of token as its scope says: walked over the OpenAPI document, each route with no
+token, an agent token, an admin token and a gate episode's token."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import httpx
+import pytest
+from pydantic import SecretStr
+
+from reef.application.runtime import Runtime
+from reef.core.episode_tokens import mint_episode_token
+from reef.core.settings import ServerSettings, Settings, StorageSettings
+from reef.releases.commit_log import FileCommitLog
+from reef.releases.git import open_release_store
+from reef.service.app import create_app
+from reef.storage.sql import open_record_store
+from tests.fakes.dict_engine import DictEngine
+
+AGENT, ADMIN = "agent-token-for-tests", "admin-token-for-tests"
+OPEN = {("GET", "/healthz"), ("GET", "/openapi.json")}
+# What an agent token reaches besides /v1/*: reports, harness pull/install/proposals, the discovery archive, status
+# and a scenario's contract.
+AGENT_ROUTES = {
+    ("POST", "/reef/report"),
+    ("GET", "/reef/status"),
+    ("GET", "/reef/harness"),
+    ("GET", "/reef/harness/releases"),
+    ("GET", "/reef/harness/versions"),
+    ("GET", "/reef/harness/adapters"),
+    ("GET", "/reef/harness/install"),
+    ("POST", "/reef/harness/proposals"),
+    ("GET", "/reef/scenarios/{scenario}/contract"),
+    ("GET", "/reef/scenarios/{scenario}/archive"),
+    ("GET", "/reef/scenarios/{scenario}/archive/next"),
+}
+UNDOCUMENTED = [("GET", "/metrics"), ("GET", "/console")]  # served, kept out of the API document
+
+
+def _settings(tmp_path: Path, admin: bool) -> Settings:
+    server = ServerSettings(
+        tokens=[SecretStr(AGENT)], admin_tokens=[SecretStr(ADMIN)] if admin else [], implicit_scenarios=True
+    )
+    return Settings(reef=server, storage=StorageSettings(dir=tmp_path / "state"))
+
+
+async def _client(tmp_path: Path, admin: bool = True) -> AsyncIterator[httpx.AsyncClient]:
+    settings = _settings(tmp_path, admin)
+    records = open_record_store("sqlite", directory=tmp_path / "records")
+    releases = open_release_store(str(tmp_path / "releases.git"), tmp_path / "release-work")
+    engine = DictEngine()
+    runtime = Runtime(settings, records, releases, FileCommitLog(tmp_path / "state" / "commits"), engine)
+    edge = create_app(settings, runtime, records, engine)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=edge), base_url="http://reef.test") as http:
+        yield http
+    records.close()
+
+
+@pytest.fixture
+async def http(tmp_path: Path) -> AsyncIterator[httpx.AsyncClient]:
+    async for client in _client(tmp_path):
+        yield client
+
+
+async def _operations(http: httpx.AsyncClient) -> list[tuple[str, str]]:
+    document = (await http.get("/openapi.json")).json()
+    methods = {"get", "post", "put", "patch", "delete"}
+    found = [(m.upper(), path) for path, item in document["paths"].items() for m in item if m in methods]
+    return sorted(found) + UNDOCUMENTED
+
+
+async def _call(http: httpx.AsyncClient, method: str, template: str, token: str | None) -> httpx.Response:
+    path = template.replace("{scenario}", "scoped").replace("{agent_record_id}", "r1").replace("{name}", "app.js")
+    headers = {"x-reef-scenario": "scoped"}
+    if token is not None:
+        headers["authorization"] = f"Bearer {token}"
+    return await http.request(method, path, headers=headers, content=b"{}")
+
+
+def _needs(method: str, path: str) -> str:
+    if (method, path) in OPEN or path.startswith("/console"):
+        return "open"
+    if path.startswith("/v1/"):
+        return "episode"
+    return "agent" if (method, path) in AGENT_ROUTES else "admin"
+
+
+async def test_every_route_answers_each_token_as_its_scope_says(http: httpx.AsyncClient) -> None:
+    episode = mint_episode_token([AGENT, ADMIN], ttl_s=60)
+    operations = await _operations(http)
+    assert ("POST", "/reef/scenarios/{scenario}/tasks") in operations and len(operations) > 30
+    for method, path in operations:
+        needs = _needs(method, path)
+        anonymous = await _call(http, method, path, None)
+        agent = await _call(http, method, path, AGENT)
+        admin = await _call(http, method, path, ADMIN)
+        by_episode = await _call(http, method, path, episode)
+        where = f"{method} {path}"
+        assert (anonymous.status_code == 401) is (needs != "open"), where
+        assert admin.status_code not in (401, 403), (where, admin.text)
+        if needs == "admin":
+            assert agent.status_code == 403, where
+            assert agent.json()["error"]["type"] == "permission_error"
+            assert "admin scope" in agent.json()["error"]["message"], where
+        else:
+            assert agent.status_code not in (401, 403), (where, agent.text)
+        if needs in ("admin", "agent"):
+            assert by_episode.status_code == 403, where
+        else:
+            assert by_episode.status_code not in (401, 403), (where, by_episode.text)
+
+
+async def test_an_expired_or_foreign_episode_token_is_a_401(http: httpx.AsyncClient) -> None:
+    expired = mint_episode_token([AGENT, ADMIN], ttl_s=60, now_s=1_000_000)
+    foreign = mint_episode_token(["another-deployment"], ttl_s=60)
+    for token in (expired, foreign):
+        assert (await _call(http, "GET", "/v1/models", token)).status_code == 401
+
+
+async def test_with_no_admin_token_the_agent_tokens_are_admin(tmp_path: Path) -> None:
+    async for http in _client(tmp_path, admin=False):
+        for method, path in [("GET", "/reef/scenarios"), ("GET", "/metrics"), ("DELETE", "/reef/scenarios/x")]:
+            assert (await _call(http, method, path, AGENT)).status_code not in (401, 403), path
+        assert (await _call(http, "GET", "/reef/scenarios", ADMIN)).status_code == 401  # not configured
