@@ -8,8 +8,10 @@ Answers are deterministic: the reply text is `"echo: " + <the last user text>`. 
 `error-400` / `error-500` answer that status; `slow` (or `slow-<seconds>`) waits before answering (1 s default);
 `cut` drops the connection half-way through a stream (or before any answer when not streaming); a model whose
 name contains `tool` calls the request's first tool (arguments `{"text": <last user text>}`) when the last turn
-is the user's. A body the fake cannot read (a field it reads of the wrong type, or a required one missing) gets a
-400 naming the field, as a real provider answers.
+is the user's; `recall` answers a chat question with the assistant turn that followed the same question earlier
+in the conversation (as the `chat` harness adapter serves worked examples), else `I do not know`. A body the
+fake cannot read (a field it reads of the wrong type, or a required one missing) gets a 400 naming the field, as
+a real provider answers.
 """
 
 from __future__ import annotations
@@ -108,7 +110,21 @@ def _answer(path: str, body: dict[str, Any], size: int) -> _Answer:
         first = tools[0]
         name = first.get("function", {}).get("name") or first.get("name", "tool")
         return _Answer("", (name, orjson.dumps({"text": text}).decode()), max(1, size // 4), model)
+    if model == "recall" and path == "/v1/chat/completions":
+        return _Answer(_recalled(body.get("messages") or [], text), None, max(1, size // 4), model)
     return _Answer("echo: " + text, None, max(1, size // 4), model)
+
+
+def _recalled(messages: list[dict[str, Any]], question: str) -> str:
+    """The assistant turn that followed `question` earlier in `messages`, else `I do not know`."""
+    for earlier, later in zip(messages, messages[1:-1], strict=False):
+        if (
+            earlier.get("role") == "user"
+            and later.get("role") == "assistant"
+            and _text(earlier.get("content")) == question
+        ):
+            return _text(later.get("content"))
+    return "I do not know"
 
 
 def _chat(answer: _Answer) -> dict[str, Any]:
