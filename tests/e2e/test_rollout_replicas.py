@@ -46,7 +46,11 @@ def _wait(check: Callable[[], Any], timeout_s: float, what: str) -> Any:
 
 
 def _rollout(url: str) -> dict[str, Any]:
-    return httpx.get(f"{url}/reef/scenarios/{S}/rollout", timeout=10).json()  # type: ignore[no-any-return]
+    answer = httpx.get(f"{url}/reef/scenarios/{S}/rollout", timeout=10)
+    if answer.status_code == 404:  # a replica learns of a scenario another one created when it next polls the store
+        return {"state": "unknown scenario"}
+    assert answer.status_code == 200, answer.text
+    return answer.json()  # type: ignore[no-any-return]
 
 
 def _ask(url: str, user: str) -> tuple[str, str]:
