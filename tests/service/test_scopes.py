@@ -10,14 +10,9 @@ import httpx
 import pytest
 from pydantic import SecretStr
 
-from reef.application.runtime import Runtime
 from reef.core.episode_tokens import mint_episode_token
 from reef.core.settings import ServerSettings, Settings, StorageSettings
-from reef.releases.commit_log import FileCommitLog
-from reef.releases.git import open_release_store
-from reef.service.app import create_app
-from reef.storage.sql import open_record_store
-from tests.fakes.dict_engine import DictEngine
+from tests.fakes.service_app import in_process_client
 
 AGENT, ADMIN = "agent-token-for-tests", "admin-token-for-tests"
 OPEN = {("GET", "/healthz"), ("GET", "/openapi.json")}
@@ -48,14 +43,8 @@ def _settings(tmp_path: Path, admin: bool) -> Settings:
 
 async def _client(tmp_path: Path, admin: bool = True) -> AsyncIterator[httpx.AsyncClient]:
     settings = _settings(tmp_path, admin)
-    records = open_record_store("sqlite", directory=tmp_path / "records")
-    releases = open_release_store(str(tmp_path / "releases.git"), tmp_path / "release-work")
-    engine = DictEngine()
-    runtime = Runtime(settings, records, releases, FileCommitLog(tmp_path / "state" / "commits"), engine)
-    edge = create_app(settings, runtime, records, engine)
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=edge), base_url="http://reef.test") as http:
+    async for http in in_process_client(settings, tmp_path):
         yield http
-    records.close()
 
 
 @pytest.fixture

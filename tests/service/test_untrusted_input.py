@@ -11,7 +11,6 @@ from typing import Any
 import httpx
 import pytest
 
-from reef.application.runtime import Runtime
 from reef.coordination.election import FileElection
 from reef.core.errors import BadRequest
 from reef.core.path_names import check_path_name, path_component
@@ -27,24 +26,15 @@ from reef.learning.evaluation.agent_tasks import parse_check, parse_workspace
 from reef.learning.evaluation.task_store import TaskStore
 from reef.learning.evaluation.tasks import load_tasks, parse_task
 from reef.releases.commit_log import FileCommitLog
-from reef.releases.git import open_release_store
-from reef.service.app import create_app
-from reef.storage.sql import open_record_store
-from tests.fakes.dict_engine import DictEngine
+from tests.fakes.service_app import in_process_client
 
 TRAVERSALS = ["..", ".", "x/../../../../escaped", "a\\b", "a\0b", "/etc/passwd"]
 
 
 async def _client(tmp_path: Path, evaluation: EvaluationSettings) -> AsyncIterator[httpx.AsyncClient]:
     settings = Settings(storage=StorageSettings(dir=tmp_path / "state"), evaluation=evaluation)
-    records = open_record_store("sqlite", directory=tmp_path / "records")
-    releases = open_release_store(str(tmp_path / "releases.git"), tmp_path / "release-work")
-    engine = DictEngine()
-    runtime = Runtime(settings, records, releases, FileCommitLog(tmp_path / "state" / "commits"), engine)
-    edge = create_app(settings, runtime, records, engine)
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=edge), base_url="http://reef.test") as http:
+    async for http in in_process_client(settings, tmp_path):
         yield http
-    records.close()
 
 
 @pytest.fixture

@@ -1,0 +1,32 @@
+"""The whole HTTP edge in process, on SQLite, a local git release store and a dictionary engine: for route tests
+that need no server process."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import httpx
+
+from reef.application.runtime import Runtime
+from reef.core.settings import Settings
+from reef.inference.base import Engine
+from reef.releases.commit_log import FileCommitLog
+from reef.releases.git import open_release_store
+from reef.service.app import create_app
+from reef.storage.sql import open_record_store
+from tests.fakes.dict_engine import DictEngine
+
+
+async def in_process_client(
+    settings: Settings, tmp_path: Path, engine: Engine | None = None
+) -> AsyncIterator[httpx.AsyncClient]:
+    """An httpx client on the app `reef serve` would build from `settings` (stores under `tmp_path`)."""
+    records = open_record_store("sqlite", directory=tmp_path / "records")
+    releases = open_release_store(str(tmp_path / "releases.git"), tmp_path / "release-work")
+    engine = engine or DictEngine()
+    runtime = Runtime(settings, records, releases, FileCommitLog(tmp_path / "state" / "commits"), engine)
+    edge = create_app(settings, runtime, records, engine)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=edge), base_url="http://reef.test") as http:
+        yield http
+    records.close()
