@@ -30,12 +30,13 @@ def test_reef_discover_completes_a_step_with_a_control_and_reports_both_curves(t
     assert len(result["curve"]) == len(result["control_curve"]) == 2  # the seed, then the step
     assert result["seed_best"] == pytest.approx(0.75) and result["best"] >= result["seed_best"]
     assert result["control_best"] >= result["seed_best"]
+    assert result["random_best"] >= result["seed_best"] and len(result["random_curve"]) == 2  # the random policy arm
     # Every answer is an edit of its parent (constrained decoding), and only edits that change the parent are
     # offered: every answer holds a solution and none is a copy. Whether it is valid is the checker's call.
     assert result["copy_fraction"] == result["control_copy_fraction"] == 0.0
     assert result["parsed_fraction"] == result["control_parsed_fraction"] == 1.0
     assert 0.0 <= result["valid_fraction"] <= result["parsed_fraction"] <= 1.0
-    assert "best_known_source" in result and (tmp_path / "discover.html").read_text().count("<polyline") == 2
+    assert "best_known_source" in result and (tmp_path / "discover.html").read_text().count("<polyline") == 3  # trained, frozen, random
 
 
 def test_guidance_ttt_runs_the_executor_on_the_guides_advice(tmp_path) -> None:
