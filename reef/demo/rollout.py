@@ -9,8 +9,8 @@ candidate (policy `always`): the gate is not what decides here, the users are. T
 2. **a release the users dislike**: one step on demonstrations of wrong answers (another task's answer), which the
    gate still accepts, opens a second rollout; the same users' grades roll it back.
 
-Learning is paused while the users talk (their reports carry no demonstration anyway), so the only training is
-the two scripted steps. The demo prints, per rollout, its decision, how many attributed reports it took, and
+Learning is paused while the users talk (each report also carries the right answer, as `sft` requires, but no step
+runs on them), so the only training is the two scripted steps. The demo prints, per rollout, its decision, how many attributed reports it took, and
 which share of the users was ever served the canary.
 """
 
@@ -50,8 +50,8 @@ class RolloutClient(Protocol):
     async def ask(self, task: DemoTask, user: str) -> tuple[str, str, str | None]:
         """(answer, receipt, serving release) of `user` asking `task`."""
 
-    async def report(self, score: float, receipt: str) -> str:
-        """Report `score` on `receipt`."""
+    async def report(self, score: float, receipt: str, demonstration: str) -> str:
+        """Report `score` on `receipt`, with the right answer as its demonstration."""
 
     async def rollout(self) -> dict[str, Any]:
         """The scenario's rollout (`GET /reef/scenarios/{s}/rollout`)."""
@@ -97,7 +97,7 @@ async def users_until_decided(
         for (user, task), (text, receipt, served_by) in zip(wave, answers, strict=True):
             if served_by == candidate:
                 exposed.add(user)
-            await client.report(float(is_exact(task, text)), receipt)
+            await client.report(float(is_exact(task, text)), receipt, task.answer)
         asked += len(wave)
         view = await _settled(client, view)
     reports = sum(int(arm["reports"]) for arm in view["arms"].values())
@@ -127,8 +127,8 @@ class DemoClient:
     async def ask(self, task: DemoTask, user: str) -> tuple[str, str, str | None]:
         return await self.api.complete(task.messages(), 0.0, MAX_TOKENS, {"user": user})
 
-    async def report(self, score: float, receipt: str) -> str:
-        return await self.api.report(score, receipt)
+    async def report(self, score: float, receipt: str, demonstration: str) -> str:
+        return await self.api.report(score, receipt, {"demonstration": demonstration})
 
     async def rollout(self) -> dict[str, Any]:
         return await self.api.rollout()
