@@ -6,7 +6,7 @@ candidate (policy `always`): the gate is not what decides here, the users are. T
 1. **a better release**: one step on demonstrations of the right answers opens a rollout; scripted users (each a
    `x-reef-tag-user`) ask held-out questions, grade the answer (1 if exactly right, else 0) and report the grade;
    the sequential test promotes the canary;
-2. **a release the users dislike**: one step on demonstrations of wrong answers (another task's answer), which the
+2. **a release the users dislike**: one step on demonstrations of hedged wrong answers (another task's), which the
    gate still accepts, opens a second rollout; the same users' grades roll it back.
 
 Learning is paused while the users talk (each report also carries the right answer, as `sft` requires, but no step
@@ -40,7 +40,7 @@ TRAINING_PROMPTS = 24  # one learner batch
 MAX_TOKENS = 8
 USERS = 40  # the scripted users; each comes back with more questions, and keeps its arm
 USERS_PER_WAVE = 8  # asked at once, so the engine batches them
-MAX_QUESTIONS = 400  # per rollout; a rollout still open then is reported undecided
+MAX_QUESTIONS = 1200  # per rollout; a rollout still open then is reported undecided
 ROLLOUT_WAIT_S = 240.0  # for a training step to open its rollout
 
 
@@ -157,11 +157,12 @@ class DemoClient:
 
 
 def wrong_answers(tasks: list[DemoTask]) -> list[str]:
-    """For each task, another task's answer of the same family (plausible, and wrong)."""
+    """For each task, a hedged guess at another task's answer of the same family: wrong, and in a form the users'
+    exact grading never accepts, so the release trained on them answers the held-out questions worse too."""
     answers = []
     for i, task in enumerate(tasks):
         others = [t.answer for t in tasks[i + 1 :] + tasks[:i] if t.family == task.family and t.answer != task.answer]
-        answers.append(others[0] if others else f"{task.answer} {task.answer}")
+        answers.append(f"Hmm, maybe {others[0] if others else task.answer + task.answer}?")
     return answers
 
 
