@@ -10,8 +10,8 @@ candidate (policy `always`): the gate is not what decides here, the users are. T
    gate still accepts, opens a second rollout; the same users' grades roll it back.
 
 Learning is paused while the users talk (each report also carries the right answer, as `sft` requires, but no step
-runs on them), so the only training is the two scripted steps. The demo prints, per rollout, its decision, how many attributed reports it took, and
-which share of the users was ever served the canary.
+runs on them), so the only training is the two scripted steps. The demo prints, per rollout, its decision, how
+many attributed reports it took, and which share of the users was ever served the canary.
 """
 
 from __future__ import annotations
