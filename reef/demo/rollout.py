@@ -6,7 +6,7 @@ candidate (policy `always`): the gate is not what decides here, the users are. T
 1. **a better release**: one step on demonstrations of the right answers opens a rollout; scripted users (each a
    `x-reef-tag-user`) ask held-out questions, grade the answer (1 if exactly right, else 0) and report the grade;
    the sequential test promotes the canary;
-2. **a release the users dislike**: one step on demonstrations of hedged wrong answers (another task's), which the
+2. **a release the users dislike**: one step on hedged wrong answers to the questions the users ask, which the
    gate still accepts, opens a second rollout; the same users' grades roll it back.
 
 Learning is paused while the users talk (each report also carries the right answer, as `sft` requires, but no step
@@ -69,6 +69,7 @@ class RolloutOutcome:
     users: int  # the users who asked during the rollout
     exposed_users: int  # of them, those ever served the canary
     wall_s: float
+    arms: dict[str, Any] = dataclasses.field(default_factory=dict)  # each arm's reports, mean and interval at the end
 
     @property
     def exposed_share(self) -> float:
@@ -103,7 +104,7 @@ async def users_until_decided(
     reports = sum(int(arm["reports"]) for arm in view["arms"].values())
     return RolloutOutcome(
         label, view["rollout_id"], view["state"], view.get("decided_by"), reports, len(seen), len(exposed),
-        round(time.monotonic() - started, 1),
+        round(time.monotonic() - started, 1), view["arms"],
     )  # fmt: skip
 
 
@@ -170,16 +171,19 @@ async def two_rollouts(url: str, console: Console, seed: int) -> list[RolloutOut
     """Train a better release and let the users promote it; then a worse one, and let them roll it back."""
     client = DemoClient(url)
     training = generate("train", TRAINING_PROMPTS, seed=seed, families=FAMILIES)
-    questions = generate("test", 60, seed=seed, families=FAMILIES)
+    questions = generate("test", TRAINING_PROMPTS, seed=seed, families=FAMILIES)  # held out from the better step
     outcomes = []
     try:
         await client.create()
         last = None
-        for label, answers in (("better", [t.answer for t in training]), ("worse", wrong_answers(training))):
-            kind = "right" if label == "better" else "wrong"
-            console.print(f"  training a {label} release (demonstrations of {kind} answers) …")
+        # The disliked release is taught hedged wrong answers to the very questions the users ask (a poisoned batch):
+        # one step of wrong answers to other questions barely moves what the users see, and the test rightly waits.
+        steps = (("better", training, [t.answer for t in training]), ("worse", questions, wrong_answers(questions)))
+        for label, tasks, answers in steps:
+            kind = "right answers" if label == "better" else "wrong answers to the users' own questions"
+            console.print(f"  training a {label} release (demonstrations of {kind}) …")
             await client.pause(False)
-            await client.train_on(training, answers)
+            await client.train_on(tasks, answers)
             view = await client.wait_for_rollout(last, ROLLOUT_WAIT_S)
             await client.pause(True)
             last = view["rollout_id"]
