@@ -36,7 +36,8 @@ def test_reef_discover_completes_a_step_with_a_control_and_reports_both_curves(t
     assert result["copy_fraction"] == result["control_copy_fraction"] == 0.0
     assert result["parsed_fraction"] == result["control_parsed_fraction"] == 1.0
     assert 0.0 <= result["valid_fraction"] <= result["parsed_fraction"] <= 1.0
-    assert "best_known_source" in result and (tmp_path / "discover.html").read_text().count("<polyline") == 3  # trained, frozen, random
+    report = (tmp_path / "discover.html").read_text()
+    assert "best_known_source" in result and report.count("<polyline") == 3  # trained, frozen, random
 
 
 def test_guidance_ttt_runs_the_executor_on_the_guides_advice(tmp_path) -> None:
