@@ -4,7 +4,6 @@ live score and interval, the decision, and rolling back from the panel."""
 from __future__ import annotations
 
 import itertools
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -13,17 +12,12 @@ import httpx
 import pytest
 
 from reef.learning.rollout.assignment import arm_of
+from tests.fakes.chromium import CHROMIUM, CHROMIUM_MARKS, expect, playwright_api
 from tests.fakes.reef_process import ReefProcess, wait_for_commits
 from tests.fakes.scripted_selector import SCRIPT_FILE
 from tests.fakes.upstream import FakeUpstream
 
-playwright_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (dev extra)")
-expect = playwright_api.expect
-CHROMIUM = shutil.which("chromium")
-pytestmark = [
-    pytest.mark.e2e,
-    pytest.mark.skipif(CHROMIUM is None, reason="no `chromium` on PATH (make system-deps installs it)"),
-]
+pytestmark = CHROMIUM_MARKS
 
 TOKEN = "rollout-console-token"
 S = "support"
