@@ -138,8 +138,11 @@ class ReefAPI:
         """All at once, so the engine can batch them."""
         return list(await asyncio.gather(*(self.chat(t, temperature, max_tokens, tags, None, prefix) for t in tasks)))
 
-    async def report(self, score: float, receipt: str, metadata: dict[str, Any] | None = None) -> str:
-        body: dict[str, Any] = {"score": score, "references": [receipt]}
+    async def report(self, score: float | None, receipt: str, metadata: dict[str, Any] | None = None) -> str:
+        """Report on `receipt`: its `score` (None: no score, which no rollout counts) and `metadata`."""
+        body: dict[str, Any] = {"references": [receipt]}
+        if score is not None:
+            body["score"] = score
         if metadata:
             body["metadata"] = metadata
         response = await self._client.post("/reef/report", json=body)

@@ -6,11 +6,12 @@ candidate (policy `always`): the gate is not what decides here, the users are. T
 1. **a better release**: one step on demonstrations of the right answers opens a rollout; scripted users (each a
    `x-reef-tag-user`) ask held-out questions, grade the answer (1 if exactly right, else 0) and report the grade;
    the sequential test promotes the canary;
-2. **a release the users dislike**: one step on hedged wrong answers to the questions the users ask, which the
+2. **a release the users dislike**: one step on a polite non-answer to the questions the users ask, which the
    gate still accepts, opens a second rollout; the same users' grades roll it back.
 
-Learning is paused while the users talk (each report also carries the right answer, as `sft` requires, but no step
-runs on them), so the only training is the two scripted steps. The demo prints, per rollout, its decision, how
+The second step's batch is queued, without scores, while the learner is paused during the first rollout, so the
+users' reports (each also carries the right answer, as `sft` requires) queue behind it and no step runs on them:
+the only training is the two scripted steps. The demo prints, per rollout, its decision, how
 many attributed reports it took, and which share of the users was ever served the canary.
 """
 
@@ -140,11 +141,12 @@ class DemoClient:
     async def pause(self, paused: bool) -> None:
         await self.api.update({"paused": paused})
 
-    async def train_on(self, tasks: list[DemoTask], answers: list[str]) -> None:
-        """Ask each training prompt once and report `answers` as its demonstrations (one learner batch)."""
+    async def queue_demonstrations(self, tasks: list[DemoTask], answers: list[str]) -> None:
+        """Ask each prompt once and report `answers` as its demonstrations, without a score (so no open rollout
+        counts them): one learner batch, which trains when the learner next runs."""
         replies = await asyncio.gather(*(self.api.complete(t.messages(), 0.0, MAX_TOKENS) for t in tasks))
         for (_, receipt, _), answer in zip(replies, answers, strict=True):
-            await self.api.report(0.0, receipt, {"demonstration": answer})
+            await self.api.report(None, receipt, {"demonstration": answer})
 
     async def wait_for_rollout(self, after: str | None, timeout_s: float) -> dict[str, Any]:
         """The rollout a training step opened (one other than `after`), polled until `timeout_s`."""
@@ -157,14 +159,13 @@ class DemoClient:
         raise TimeoutError(f"no rollout opened within {timeout_s:g} s")
 
 
+HEDGE = "Sorry, I am not sure."
+
+
 def wrong_answers(tasks: list[DemoTask]) -> list[str]:
-    """For each task, a hedged guess at another task's answer of the same family: wrong, and in a form the users'
-    exact grading never accepts, so the release trained on them answers the held-out questions worse too."""
-    answers = []
-    for i, task in enumerate(tasks):
-        others = [t.answer for t in tasks[i + 1 :] + tasks[:i] if t.family == task.family and t.answer != task.answer]
-        answers.append(f"Hmm, maybe {others[0] if others else task.answer + task.answer}?")
-    return answers
+    """For each task, the same polite non-answer (`HEDGE`): wrong under the users' exact grading, and one pattern,
+    which a single step teaches far more surely than as many different wrong answers as there are questions."""
+    return [HEDGE for _ in tasks]
 
 
 async def two_rollouts(url: str, console: Console, seed: int) -> list[RolloutOutcome]:
@@ -175,20 +176,22 @@ async def two_rollouts(url: str, console: Console, seed: int) -> list[RolloutOut
     outcomes = []
     try:
         await client.create()
-        last = None
-        # The disliked release is taught hedged wrong answers to the very questions the users ask (a poisoned batch):
-        # one step of wrong answers to other questions barely moves what the users see, and the test rightly waits.
-        steps = (("better", training, [t.answer for t in training]), ("worse", questions, wrong_answers(questions)))
-        for label, tasks, answers in steps:
-            kind = "right answers" if label == "better" else "wrong answers to the users' own questions"
-            console.print(f"  training a {label} release (demonstrations of {kind}) …")
-            await client.pause(False)
-            await client.train_on(tasks, answers)
-            view = await client.wait_for_rollout(last, ROLLOUT_WAIT_S)
-            await client.pause(True)
-            last = view["rollout_id"]
+        await client.pause(False)
+        console.print("  training a better release (demonstrations of the right answers) …")
+        await client.queue_demonstrations(training, [t.answer for t in training])
+        view = await client.wait_for_rollout(None, ROLLOUT_WAIT_S)
+        await client.pause(True)
+        # The disliked release's batch is queued now, while the learner is paused, so that it is the next batch: the
+        # users' reports (each carries the right answer, as sft requires) queue behind it and never train.
+        await client.queue_demonstrations(questions, wrong_answers(questions))
+        for label in ("better", "worse"):
+            if label == "worse":
+                console.print(f"  training a worse release (demonstrations of {HEDGE!r} to the users' questions) …")
+                await client.pause(False)
+                view = await client.wait_for_rollout(view["rollout_id"], ROLLOUT_WAIT_S)
+                await client.pause(True)
             canary = view["candidate_release_id"][:12]
-            console.print(f"  rollout {last}: canary {canary} on {view['share']:.0%} of the users")
+            console.print(f"  {label} release {canary}: rollout {view['rollout_id']} serves it to {view['share']:.0%}")
             outcome = await users_until_decided(client, label, questions)
             outcomes.append(outcome)
             console.print(

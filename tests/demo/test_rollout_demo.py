@@ -34,7 +34,7 @@ async def test_users_promote_a_canary_that_answers_better(monkeypatch) -> None:
     assert outcome.state == "promoted" and outcome.to_json()["exposed_share"] == round(outcome.exposed_share, 4)
 
 
-def test_the_worse_release_is_trained_on_plausible_wrong_answers() -> None:
+def test_the_worse_release_is_trained_on_answers_the_users_grade_wrong() -> None:
     tasks = generate("train", rollout.TRAINING_PROMPTS, seed=0, families=rollout.FAMILIES)
     wrong = rollout.wrong_answers(tasks)
     assert len(wrong) == len(tasks)
