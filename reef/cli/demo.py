@@ -22,7 +22,10 @@ def add_demo_command(subparsers: Any) -> None:
     )
     parser.add_argument("--recipe", choices=sorted(PROFILES), default="sft", help="learning recipe (default sft)")
     parser.add_argument(
-        "--rounds", type=int, help="training rounds, one learner step each (default: the recipe's, 12 for sft)"
+        "--rounds",
+        type=int,
+        help="training rounds, one learner step each (default: the recipe's on the suite; sft: 12 on skills, 3 on "
+        "catalogue)",
     )
     parser.add_argument(
         "--time-budget", type=float, default=600.0, help="seconds; no round starts that would end past it (600)"

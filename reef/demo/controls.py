@@ -2,7 +2,7 @@
 
 - `prompt` (weights recipes): the base model prompted as well as we can without training — the suite's
   instruction as the system prompt and k solved training examples as earlier turns, k as large as the context
-  allows (`context_turns`). What a harness step could do without touching the weights.
+  allows (`context_turns`) or the suite's cap (`Suite.control_examples`). What a harness step could do without touching the weights.
 - `fallback` (harness methods): the same method with its proposer off (`recipe_config.proposer: off`), so every
   step is its deterministic fallback; `proposer_share` says how many published steps the proposer made.
 
@@ -41,6 +41,7 @@ def prompt_control_messages(suite: Suite, seed: int, context_tokens: int = CONTE
     """The conversation every held-out question is appended to: instruction, then solved training examples."""
     system = suite.instruction(seed)
     examples = list({t.prompt: t for t in suite.generate("train", EXAMPLE_POOL, seed)}.values())
+    examples = examples[: suite.control_examples]
     messages = [{"role": "system", "content": system}]
     for question, answer in context_turns(system, examples, context_tokens):
         messages += [{"role": "user", "content": question}, {"role": "assistant", "content": answer}]

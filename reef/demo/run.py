@@ -60,7 +60,7 @@ def one_run(args: argparse.Namespace, console: Console) -> tuple[int, DemoRun]:
 
         return openclawrl_run(args, console)
     started = time.monotonic()
-    profile = demo_profile(args.recipe, args.recipe_config)
+    profile = demo_profile(args.recipe, args.recipe_config, getattr(args, "suite", "skills"))
     args.rounds = args.rounds or profile.rounds
     state_dir = args.state_dir or Path(tempfile.mkdtemp(prefix="reef-demo-"))
     state_dir.mkdir(parents=True, exist_ok=True)

@@ -47,6 +47,17 @@ def test_the_catalogue_prompt_control_holds_the_whole_catalogue_and_fits_the_con
     system = messages[0]["content"]
     assert all(f"{code}: {department}" in system for code, department in catalogue.catalogue(3).items())
     assert sum(len(m["content"]) for m in messages) // CHARS_PER_TOKEN <= CONTEXT_TOKENS - ANSWER_RESERVE_TOKENS
+    assert (len(messages) - 1) // 2 == SUITES["catalogue"].control_examples  # the suite's cap, not the context's
+
+
+def test_the_profile_on_a_suite_takes_the_suite_settings_and_keeps_recipe_config_overrides():
+    from reef.demo.recipes import PROFILES, demo_profile
+
+    assert demo_profile("sft", None) is PROFILES["sft"]
+    on_catalogue = demo_profile("sft", {"demonstration_from_feedback": False}, "catalogue")
+    assert on_catalogue.prompts_per_round == on_catalogue.batch_size > PROFILES["sft"].prompts_per_round
+    assert on_catalogue.recipe_config == {"demonstration_from_feedback": False}
+    assert demo_profile("rl", None, "catalogue") is PROFILES["rl"]  # no catalogue settings for rl: unchanged
 
 
 def test_the_catalogue_asks_about_trained_facts_in_phrasings_never_trained_on():
