@@ -2,7 +2,8 @@
 
 - `prompt` (weights recipes): the base model prompted as well as we can without training — the suite's
   instruction as the system prompt and k solved training examples as earlier turns, k as large as the context
-  allows (`context_turns`) or the suite's cap (`Suite.control_examples`). What a harness step could do without touching the weights.
+  allows (`context_turns`) or the suite's cap (`Suite.control_examples`). What a harness step could do without
+  touching the weights.
 - `fallback` (harness methods): the same method with its proposer off (`recipe_config.proposer: off`), so every
   step is its deterministic fallback; `proposer_share` says how many published steps the proposer made.
 
