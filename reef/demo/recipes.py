@@ -211,7 +211,7 @@ def seed_count_flag(text: str) -> int:
 
 
 # Where a suite needs other settings than the skills suite's: per suite, per recipe, the fields that differ. They
-# were chosen on seeds the docs never report (docs/results/2026-12-06-catalogue-tuning.md).
+# were chosen on seeds the docs never report (docs/results/2026-12-06-catalogue-demo.md).
 SUITE_PROFILES: dict[str, dict[str, dict[str, Any]]] = {
     # Forty invented facts, each taught in three phrasings: every round shows all 120 demonstrations, several times
     # over with small micro-batches (more optimizer steps); at the skills suite's 8 a round nothing is learnt.
