@@ -25,7 +25,7 @@ from rich.console import Console
 
 from reef.demo.api import Measurement, ReefAPI, wilson_interval
 from reef.demo.recipes import RecipeProfile, demo_profile
-from reef.demo.result import DemoRun, finish
+from reef.demo.result import DemoRun, finish, outside_budget
 from reef.demo.server import STARTUP_TIMEOUT_S, ReefServer, ServerFailed, free_port, serve_command, unwind_on_sigterm
 from reef.demo.user import HINT, MAX_WORDS, Question, accepts, questions, reply
 
@@ -127,15 +127,18 @@ async def _rounds(
         console.print(f"  measuring the base model on {len(bank['test'])} held-out questions …")
         run.baseline = run.final = await measure(api, bank["test"], "base", run.extra)
         console.print(f"  [bold]baseline[/] held-out acceptance {run.baseline.acceptance:.2f}")
+        budget_from = started
         if getattr(args, "controls", False):
+            control_started = time.monotonic()
             prefix = [{"role": "system", "content": PREFERENCE_INSTRUCTION}]
             run.controls["prompt"] = control = await measure(api, bank["test"], "control", run.extra, prefix)
+            budget_from += outside_budget(run, time.monotonic() - control_started)
             console.print(f"  [bold]prompt control[/] (told the preference) acceptance {control.acceptance:.2f}")
         training = itertools.cycle(bank["training"])
         step = await api.last_step()
         round_s: list[float] = []
         for number in range(1, args.rounds + 1):
-            elapsed = time.monotonic() - started
+            elapsed = time.monotonic() - budget_from
             if elapsed + max(round_s[-3:], default=0.0) > args.time_budget:
                 console.print(f"  time budget {args.time_budget:.0f} s reached after {number - 1} rounds")
                 break

@@ -73,6 +73,13 @@ class DemoRun:
         return result
 
 
+def outside_budget(run: DemoRun, taken: float) -> float:
+    """Record the `taken` seconds of a control arm as `settings["control_s"]` (summed over arms) and return them.
+    The time budget covers the method's rounds: the caller moves its budget's start by what this returns."""
+    run.settings["control_s"] = round(run.settings.get("control_s", 0.0) + taken, 1)
+    return taken
+
+
 def finish(run: DemoRun, args: argparse.Namespace, console: Console) -> None:
     """Write the HTML report if asked for, print the headline figures, and with `--json` the result on stdout."""
     result = run.to_json()

@@ -15,7 +15,7 @@ from rich.console import Console
 from reef.demo.api import Answer, Measurement, ReefAPI
 from reef.demo.controls import prompt_control_messages
 from reef.demo.recipes import HARNESS_METHODS, RecipeProfile
-from reef.demo.result import DemoRun
+from reef.demo.result import DemoRun, outside_budget
 from reef.demo.suites import SUITES
 from reef.demo.tasks import DemoTask, is_exact
 
@@ -33,7 +33,10 @@ async def run_rounds(
     console: Console,
     started: float,
 ) -> None:
-    """Measure the base model, then run `args.rounds` rounds while the time budget lasts, filling `run`."""
+    """Measure the base model, then run `args.rounds` rounds while the time budget lasts, filling `run`.
+
+    The budget covers the training rounds: the time the prompt control takes is added to it (it is recorded as
+    `settings["control_s"]`), so a long control never costs the method its rounds."""
     api = ReefAPI(url, f"demo-{profile.recipe}")
     try:
         console.print("  measuring the base model on the held-out test set …")
@@ -42,15 +45,18 @@ async def run_rounds(
             f"  [bold]baseline[/] held-out exact {run.baseline.exact:.2f}  partial {run.baseline.partial:.2f}"
         )
         suite = SUITES[getattr(args, "suite", "skills")]
+        budget_from = started
         if getattr(args, "controls", False) and profile.recipe not in HARNESS_METHODS:
+            control_started = time.monotonic()
             await measure_prompt_control(api, run, suite, args.seed, test, console)
+            budget_from += outside_budget(run, time.monotonic() - control_started)
         training = suite.training_rounds(
             profile.prompts_per_round, args.rounds, args.seed, getattr(args, "families", None)
         )
         step = await api.last_step()
         round_s: list[float] = []
         for number in range(1, args.rounds + 1):
-            elapsed = time.monotonic() - started
+            elapsed = time.monotonic() - budget_from
             expected = max(round_s[-3:], default=0.0)
             if elapsed + expected > args.time_budget:
                 console.print(f"  time budget {args.time_budget:.0f} s reached after {number - 1} rounds")

@@ -30,6 +30,8 @@ class Clock:
 
 class FakeAPI:
     prefixes: list[list[dict[str, str]]] = []
+    clock: Clock | None = None
+    control_s = 0.0  # how long the prompt control takes on the fake clock
 
     def __init__(self, url: str, scenario: str) -> None:
         self.scenario = scenario
@@ -38,6 +40,8 @@ class FakeAPI:
     async def measure(self, tasks: list[Any], max_tokens: int, prefix: Any = ()) -> Measurement:
         FakeAPI.prefixes.append(list(prefix))
         if prefix:  # the prompt control scores apart from the base model
+            assert FakeAPI.clock is not None
+            FakeAPI.clock.now += FakeAPI.control_s
             return Measurement(
                 exact=0.3, partial=0.5, by_family={}, release_id=None, wall_s=0.0, partial_ci95=(0.4, 0.6)
             )
@@ -63,8 +67,10 @@ def _run(
     recipe: str = "rl",
     controls: bool = False,
     suite: str = "skills",
+    control_s: float = 0.0,
 ) -> DemoRun:
     clock = Clock()
+    FakeAPI.clock, FakeAPI.control_s = clock, control_s
     monkeypatch.setattr(demo_rounds, "time", clock)
     monkeypatch.setattr(demo_rounds, "ReefAPI", FakeAPI)
 
@@ -130,3 +136,14 @@ def test_without_controls_or_for_a_harness_method_no_prompt_control_is_measured(
     harness = _run(monkeypatch, rounds=1, budget=600.0, round_s=10.0, recipe="evolve", controls=True)
     assert harness.controls == {} and all(p == [] for p in FakeAPI.prefixes)
     assert "proposer_share" not in harness.to_json()  # a plain DemoRun: the driver marks harness runs
+
+
+def test_the_time_budget_covers_the_rounds_and_the_prompt_control_takes_its_time_beside_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A control longer than the whole budget still leaves the method all of its rounds.
+    run = _run(monkeypatch, rounds=100, budget=600.0, round_s=70.0, controls=True, control_s=700.0)
+    assert [r["round"] for r in run.rounds] == list(range(1, 9))
+    assert run.settings["control_s"] == 700.0
+    assert run.rounds[-1]["elapsed_s"] == 700.0 + 560.0  # the rounds' own clock is the wall clock
+    assert "control_s" not in _run(monkeypatch, rounds=1, budget=600.0, round_s=10.0).settings
