@@ -37,7 +37,12 @@ def add_discover_command(subparsers: Any) -> None:
         help="run the whole command K times (seeds --seed, --seed+1, …) and report means over them (default 1)",
     )
     parser.add_argument("--seed", type=int, default=0, help="the first seed (the random policy's draws)")
-    parser.add_argument("--option", action="append", default=[], help="problem option KEY=VALUE (e.g. n=6)")
+    parser.add_argument(
+        "--option",
+        action="append",
+        default=[],
+        help="problem option KEY=VALUE, VALUE as JSON or else text (e.g. n=6, moves=fine)",
+    )
     parser.add_argument(
         "--temperature", type=float, default=1.0, help="sampling temperature (1.0: the policy the gradient trains)"
     )

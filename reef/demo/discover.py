@@ -63,12 +63,23 @@ def seed_means(results: list[dict[str, Any]], seeds: list[int]) -> dict[str, Any
     return means
 
 
+def problem_option(text: str) -> tuple[str, Any]:
+    """`--option KEY=VALUE`: VALUE as JSON (`n=6` is a number) or else as text (`answer=list`, `moves=fine`)."""
+    key, equals, value = text.partition("=")
+    if not equals or not key.strip():
+        raise ValueError(f"--option {text!r}: expected KEY=VALUE")
+    try:
+        return key.strip(), json.loads(value)
+    except json.JSONDecodeError:
+        return key.strip(), value
+
+
 def discover_once(args: argparse.Namespace, console: Console) -> tuple[int, dict[str, Any]]:
     """One search at `args.seed` and, with `--control`, its control arms: (exit code, the result)."""
     started = time.monotonic()
     try:
         groups, rollouts = (int(x) for x in args.grid.lower().split("x"))
-        options = {k: json.loads(v) for k, _, v in (o.partition("=") for o in args.option)}
+        options = dict(problem_option(text) for text in args.option)
         problem = load_problem(args.problem, options)
     except (ValueError, ProblemError) as error:
         console.print(f"[red]reef discover: {error}[/]")

@@ -13,7 +13,7 @@ import pytest
 
 from reef.cli.main import build_parser
 from reef.demo import discover_search
-from reef.demo.discover import seed_means
+from reef.demo.discover import problem_option, seed_means
 from reef.demo.discover_report import write_discover_report
 from reef.demo.discover_search import CONTROL_FOLD_S, CONTROL_MARGIN, SearchRun
 from reef.discovery.evaluation import Evaluation
@@ -43,6 +43,17 @@ def test_reef_discover_takes_the_grid_the_recipe_and_a_control() -> None:
         True,
         True,
     )
+
+
+def test_an_option_value_is_json_where_it_parses_and_text_otherwise() -> None:
+    assert problem_option("n=6") == ("n", 6)
+    assert problem_option("answer=list") == ("answer", "list")  # as the discovery guide writes it
+    assert problem_option("moves=fine") == ("moves", "fine")
+    assert problem_option("weights=[1, 2]") == ("weights", [1, 2])
+    assert problem_option('name="6"') == ("name", "6")
+    for bad in ("n", "=6"):
+        with pytest.raises(ValueError, match="KEY=VALUE"):
+            problem_option(bad)
 
 
 def test_the_trained_search_keeps_in_reserve_what_the_control_needs_for_as_many_steps() -> None:

@@ -203,6 +203,24 @@ def test_an_edit_that_cannot_be_applied_holds_no_solution() -> None:
     assert pair.extract('{"circle": 0, "change": "left"}', "[[0.03,0.5,0.03],[0.5,0.5,0.2]]") is None
 
 
+def test_fine_moves_offer_each_direction_at_four_step_sizes() -> None:
+    coarse = load_problem("circle-packing", {"n": 6})
+    fine = load_problem("circle-packing", {"n": 6, "moves": "fine"})
+    assert fine.edit_schema is not None and coarse.edit_schema is not None
+    menu = fine.edit_schema["properties"]["change"]["enum"]
+    assert len(menu) == 17 and menu[0] == "grow" and "left 0.02" in menu and "down 0.1" in menu
+    assert coarse.edit_schema["properties"]["change"]["enum"] == ["grow", "left", "right", "up", "down"]
+    seed = fine.seeds[0]
+    # Circle 1 of the 3 x 2 grid moved down by 0.02 instead of 0.05: a smaller step, fitted to its new place.
+    moved = json.loads(fine.extract('{"circle": 1, "change": "down 0.02"}', seed) or "null")
+    assert moved[1][:2] == [0.5, 0.23] and moved[1][2] > 0.16
+    assert fine.extract('{"circle": 1, "change": "down"}', seed) is None  # the coarse name is not on the fine menu
+    assert len(fine.useful_edits(seed) or []) > len(coarse.useful_edits(seed) or [])  # still enumerable: narrowed
+    assert "0.01, 0.02, 0.05, 0.1" in fine.prompt(seed, 0.96)
+    with pytest.raises(ValueError, match="moves must be 'coarse' or 'fine'"):
+        load_problem("circle-packing", {"moves": "tiny"})
+
+
 def test_a_problem_directory_may_ask_for_edits(tmp_path: Path) -> None:
     edit = {"type": "object", "properties": {"add": {"type": "integer"}}, "required": ["add"]}
     source, directory = _edit_directory(tmp_path, "solution + [edit['add']]", edit)

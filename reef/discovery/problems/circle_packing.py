@@ -5,11 +5,16 @@ A solution is JSON `[[x, y, r], …]` with exactly n triples. Stdlib only: this 
 The model answers with an edit of its parent by default (`answer="edit"`): `{"circle": i, "change": c}`, where
 `grow` makes circle i as large as the walls and the other circles allow (its radius rounded down to 2 decimals, so a
 grown circle touches something but never overlaps it) and `left`/`right`/`up`/`down` move its centre by MOVE_STEP
-and then fit it: its radius becomes what the space at the new place allows, larger or smaller. A move alone, keeping
-the radius, would score the same as its parent or overlap; moving and fitting is the step a search can climb with
-(at a packing where every circle touches something, `grow` changes nothing and only moves do). A small model rarely
-writes a list of numbers that differs from its parent by a small deliberate change; it can choose an edit.
+(`moves="coarse"`, the default) and then fit it: its radius becomes what the space at the new place allows, larger
+or smaller. A move alone, keeping the radius, would score the same as its parent or overlap; moving and fitting is
+the step a search can climb with (at a packing where every circle touches something, `grow` changes nothing and only
+moves do). A small model rarely writes a list of numbers that differs from its parent by a small deliberate change;
+it can choose an edit.
 `answer="list"` asks for the whole list of n triples instead.
+
+`moves="fine"` offers each move at FINE_STEPS (`"left 0.02"`, …): 17 changes a circle instead of 5. With 5 changes
+and n = 6 there are at most 30 edits, few enough that picking them at random climbs as well as any policy; the finer
+menu is where a policy's choice can matter.
 """
 
 from __future__ import annotations
@@ -20,14 +25,34 @@ from typing import Any
 NAME = "circle-packing"
 DIRECTION = "max"
 SOLUTION_FORMAT = "json"
-OPTIONS: dict[str, Any] = {"n": 6, "answer": "edit"}
+OPTIONS: dict[str, Any] = {"n": 6, "answer": "edit", "moves": "coarse"}
 TOLERANCE = 1e-9
 MOVE_STEP = 0.05
+FINE_STEPS = (0.01, 0.02, 0.05, 0.1)
 CHANGES = ("grow", "left", "right", "up", "down")
-_MOVES = {"left": (-MOVE_STEP, 0.0), "right": (MOVE_STEP, 0.0), "up": (0.0, MOVE_STEP), "down": (0.0, -MOVE_STEP)}
+_DIRECTIONS = {"left": (-1.0, 0.0), "right": (1.0, 0.0), "up": (0.0, 1.0), "down": (0.0, -1.0)}
 
 
-def PROMPT(n: int = 6, answer: str = "edit") -> str:  # noqa: N802 (the problem format's name for the template)
+def changes(moves: str = "coarse") -> tuple[str, ...]:
+    """The changes an edit may name: CHANGES (`coarse`), or grow and each direction at each of FINE_STEPS (`fine`)."""
+    if moves == "coarse":
+        return CHANGES
+    if moves == "fine":
+        return ("grow", *(f"{direction} {step}" for direction in _DIRECTIONS for step in FINE_STEPS))
+    raise ValueError(f"moves must be 'coarse' or 'fine', not {moves!r}")
+
+
+def _offset(change: str) -> tuple[float, float]:
+    """(dx, dy) of a move: `left` (by MOVE_STEP) or `left 0.02`."""
+    direction, _, step = change.partition(" ")
+    dx, dy = _DIRECTIONS[direction]
+    size = float(step) if step else MOVE_STEP
+    return dx * size, dy * size
+
+
+def PROMPT(  # noqa: N802 (the problem format's name for the template)
+    n: int = 6, answer: str = "edit", moves: str = "coarse"
+) -> str:
     """Short and concrete, for a small model: it sees the whole parent and is asked for one edit of it (or, with
     `answer="list"`, for the whole edited list)."""
     shown = (
@@ -39,14 +64,15 @@ def PROMPT(n: int = 6, answer: str = "edit") -> str:  # noqa: N802 (the problem 
             "Make one circle a little bigger, or move circles, so that none overlap and all stay inside the square. "
             "Write the whole new list of exactly {n} circles only."
         )
+    steps = f"by {MOVE_STEP}" if moves == "coarse" else "by " + ", ".join(map(str, FINE_STEPS))
     return shown + (
         "The circles are numbered 0 to {last} in the list's order. Choose one circle and one change: grow (it "
-        f"becomes as large as the space around it allows) or move it by {MOVE_STEP} left, right, up or down (it then "
+        f"becomes as large as the space around it allows) or move it {steps} left, right, up or down (it then "
         "becomes as large as the space at its new place allows), so that the sum of radii becomes larger."
     ).replace("{last}", str(n - 1))
 
 
-def task(n: int = 6, answer: str = "edit") -> str:
+def task(n: int = 6, answer: str = "edit", moves: str = "coarse") -> str:
     """What the model is asked."""
     answer_with = (
         f"a JSON list of {n} triples [x, y, r] (centre x, centre y, radius), numbers with 2 decimals"
@@ -59,7 +85,7 @@ def task(n: int = 6, answer: str = "edit") -> str:
     )
 
 
-def seeds(n: int = 6, answer: str = "edit") -> list[str]:
+def seeds(n: int = 6, answer: str = "edit", moves: str = "coarse") -> list[str]:
     """A plain grid: ceil(sqrt(n)) columns, equal circles as large as the grid's cells allow."""
     columns = math.ceil(math.sqrt(n))
     rows = math.ceil(n / columns)
@@ -70,7 +96,7 @@ def seeds(n: int = 6, answer: str = "edit") -> list[str]:
     return [_compact(circles)]
 
 
-def solution_schema(n: int = 6, answer: str = "edit") -> dict[str, Any]:
+def solution_schema(n: int = 6, answer: str = "edit", moves: str = "coarse") -> dict[str, Any]:
     """The answer's shape: n triples [x, y, r] with 2 decimals. The bounds are only what every valid packing meets
     (0 < r <= 1/2, so 0 < x, y < 1): the schema never excludes a valid answer; overlaps and walls are `evaluate`'s."""
     centre = {"type": "number", "minimum": 0.01, "maximum": 0.99, "multipleOf": 0.01}
@@ -79,7 +105,7 @@ def solution_schema(n: int = 6, answer: str = "edit") -> dict[str, Any]:
     return {"type": "array", "items": circle, "minItems": n, "maxItems": n}
 
 
-def edit_schema(n: int = 6, answer: str = "edit") -> dict[str, Any] | None:
+def edit_schema(n: int = 6, answer: str = "edit", moves: str = "coarse") -> dict[str, Any] | None:
     """One edit `{"circle": i, "change": c}` (`answer="edit"`), or None: the model writes whole lists."""
     if answer == "list":
         return None
@@ -89,18 +115,19 @@ def edit_schema(n: int = 6, answer: str = "edit") -> dict[str, Any] | None:
         "type": "object",
         "properties": {
             "circle": {"type": "integer", "enum": list(range(n))},
-            "change": {"type": "string", "enum": list(CHANGES)},
+            "change": {"type": "string", "enum": list(changes(moves))},
         },
         "required": ["circle", "change"],
         "additionalProperties": False,
     }
 
 
-def apply_edit(solution: Any, edit: Any, n: int = 6, answer: str = "edit") -> list[list[float]]:
+def apply_edit(solution: Any, edit: Any, n: int = 6, answer: str = "edit", moves: str = "coarse") -> list[list[float]]:
     """`solution` with `edit` applied (module docstring); ValueError for an edit that names no circle or change, or
     a move that leaves no room for the circle (its centre past a wall or inside another circle)."""
-    if not isinstance(edit, dict) or edit.get("change") not in CHANGES:
-        raise ValueError(f"an edit is {{'circle': 0..{n - 1}, 'change': one of {', '.join(CHANGES)}}}")
+    menu = changes(moves)
+    if not isinstance(edit, dict) or edit.get("change") not in menu:
+        raise ValueError(f"an edit is {{'circle': 0..{n - 1}, 'change': one of {', '.join(menu)}}}")
     index = edit.get("circle")
     if not isinstance(solution, list) or not isinstance(index, int) or not 0 <= index < len(solution):
         raise ValueError(f"edit.circle must be a circle's index, 0 to {n - 1}")
@@ -109,7 +136,7 @@ def apply_edit(solution: Any, edit: Any, n: int = 6, answer: str = "edit") -> li
     if edit["change"] == "grow":
         circles[index][2] = max(r, _room(circles, index))
         return circles
-    dx, dy = _MOVES[edit["change"]]
+    dx, dy = _offset(edit["change"])
     circles[index][:2] = [round(x + dx, 2), round(y + dy, 2)]
     circles[index][2] = _room(circles, index)
     if circles[index][2] <= 0:
@@ -135,12 +162,12 @@ BEST_KNOWN_SOURCE = (
 )
 
 
-def best_known(n: int = 6, answer: str = "edit") -> float | None:
+def best_known(n: int = 6, answer: str = "edit", moves: str = "coarse") -> float | None:
     """The best sum found for n <= 6 (BEST_KNOWN_SOURCE), None beyond: no value is claimed that was not checked."""
     return BEST_FOUND.get(n)
 
 
-def evaluate(solution: Any, n: int = 6, answer: str = "edit") -> dict[str, Any]:
+def evaluate(solution: Any, n: int = 6, answer: str = "edit", moves: str = "coarse") -> dict[str, Any]:
     """{score: sum of radii, valid, details}; an invalid packing scores 0 and says why."""
     if not isinstance(solution, list) or len(solution) != n:
         return _invalid(f"expected a list of {n} [x, y, r] triples")
