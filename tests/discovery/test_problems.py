@@ -219,6 +219,8 @@ def test_fine_moves_offer_each_direction_at_four_step_sizes() -> None:
     assert "0.01, 0.02, 0.05, 0.1" in fine.prompt(seed, 0.96)
     with pytest.raises(ValueError, match="moves must be 'coarse' or 'fine'"):
         load_problem("circle-packing", {"moves": "tiny"})
+    with pytest.raises(ValueError, match="moves must be"):
+        load_problem("circle-packing", {"moves": "tiny", "answer": "list"})
 
 
 def test_a_problem_directory_may_ask_for_edits(tmp_path: Path) -> None:

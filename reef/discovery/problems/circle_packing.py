@@ -13,8 +13,8 @@ it can choose an edit.
 `answer="list"` asks for the whole list of n triples instead.
 
 `moves="fine"` offers each move at FINE_STEPS (`"left 0.02"`, …): 17 changes a circle instead of 5. With 5 changes
-and n = 6 there are at most 30 edits, few enough that picking them at random climbs as well as any policy; the finer
-menu is where a policy's choice can matter.
+and n = 6 there are at most 30 edits, which random picking covers within a few steps; the finer menu gives a
+policy's choice more room to matter.
 """
 
 from __future__ import annotations
@@ -107,6 +107,7 @@ def solution_schema(n: int = 6, answer: str = "edit", moves: str = "coarse") -> 
 
 def edit_schema(n: int = 6, answer: str = "edit", moves: str = "coarse") -> dict[str, Any] | None:
     """One edit `{"circle": i, "change": c}` (`answer="edit"`), or None: the model writes whole lists."""
+    menu = changes(moves)  # an unknown `moves` is refused whatever the answer
     if answer == "list":
         return None
     if answer != "edit":
@@ -115,7 +116,7 @@ def edit_schema(n: int = 6, answer: str = "edit", moves: str = "coarse") -> dict
         "type": "object",
         "properties": {
             "circle": {"type": "integer", "enum": list(range(n))},
-            "change": {"type": "string", "enum": list(changes(moves))},
+            "change": {"type": "string", "enum": list(menu)},
         },
         "required": ["circle", "change"],
         "additionalProperties": False,
