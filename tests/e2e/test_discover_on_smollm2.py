@@ -25,7 +25,8 @@ def test_reef_discover_completes_a_step_with_a_control_and_reports_both_curves(t
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(done.stdout)
     assert result["problem"] == "circle-packing" and "error" not in result
-    assert result["options"] == {"n": 3, "answer": "edit", "moves": "coarse"}  # the model answers with edits of its parent
+    # The model answers with edits of its parent, on the default (coarse) move menu.
+    assert result["options"] == {"n": 3, "answer": "edit", "moves": "coarse"}
     assert result["steps"] == result["control_steps"] == 1
     assert len(result["curve"]) == len(result["control_curve"]) == 2  # the seed, then the step
     assert result["seed_best"] == pytest.approx(0.75) and result["best"] >= result["seed_best"]
