@@ -165,6 +165,14 @@ class Runtime:
         release; and the id of the rollout that chose it (None when none did)."""
         return self.rollouts.route(scenario, release_id, tags)
 
+    async def route_request(
+        self, scenario: str, release_id: str | None, tags: dict[str, str]
+    ) -> tuple[RequestContext, str | None]:
+        """`route` for a request on the event loop: a pin memory cannot answer is read from the release store in a
+        worker thread first (and one that names no release is remembered for a while)."""
+        await self.serving.prepare(scenario, release_id)
+        return self.route(scenario, release_id, tags)
+
     async def request_failed(self, scenario: str, rollout_id: str, ctx: RequestContext) -> None:
         """A request a rollout routed failed (5xx, timeout): it counts against its arm."""
         await self.rollouts.failed(scenario, rollout_id, ctx)

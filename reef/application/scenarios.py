@@ -17,7 +17,7 @@ from reef.application.replica import Replica
 from reef.application.serving import ServingContexts
 from reef.coordination.election import Election
 from reef.coordination.hints import ReleaseHints
-from reef.core.errors import Conflict, NotFound
+from reef.core.errors import Conflict, Forbidden, NotFound
 from reef.core.releases import Release
 from reef.core.settings import Settings
 from reef.inference.base import Engine
@@ -73,6 +73,7 @@ class Scenarios:
         self.known: set[str] = set()
         self.learners: dict[str, Learner] = {}
         self._creation_locks: dict[str, asyncio.Lock] = {}
+        self._admission = asyncio.Lock()  # one new scenario counted and stored at a time (reef.max_scenarios)
         self._commit_locks: dict[str, asyncio.Lock] = {}
         # Among replicas sharing the stores: one learner per scenario by election, serving releases kept current.
         self.replica = Replica(
@@ -193,17 +194,36 @@ class Scenarios:
         created = False
         if name not in self.known:
             lock = self._creation_locks.setdefault(name, asyncio.Lock())
-            async with lock:
-                if name not in self.known:
-                    _, created = await asyncio.to_thread(self.records.ensure_scenario, name, self.recipe.name)
-                    await self._bring_up(name)
-            self._creation_locks.pop(name, None)  # waiters hold their own reference; later calls take the fast path
+            try:
+                async with lock:
+                    if name not in self.known:
+                        async with self._admission:
+                            await self._check_room(name)
+                            _, created = await asyncio.to_thread(self.records.ensure_scenario, name, self.recipe.name)
+                        await self._bring_up(name)
+            finally:
+                # Waiters hold their own reference; later calls take the fast path (or, refused, leave nothing).
+                self._creation_locks.pop(name, None)
         info = await asyncio.to_thread(self.records.scenario, name)
         if info is None:  # deleted concurrently
             raise NotFound(f"scenario {name!r} does not exist")
         if release_id is not None:
             await asyncio.to_thread(self.release_store.get, name, release_id)
         return info, created
+
+    async def _check_room(self, name: str) -> None:
+        """Forbidden, naming `reef.max_scenarios`, when `name` would be one scenario more than the deployment keeps
+        (a scenario the store already has, created by another replica, always comes up)."""
+        if await asyncio.to_thread(self.records.scenario, name) is not None:
+            return
+        limit = self.settings.reef.max_scenarios
+        # The store counts the scenarios of every replica; this replica's own count already refuses at the limit.
+        live = len(self.known) if len(self.known) >= limit else len(await asyncio.to_thread(self.records.scenarios))
+        if live >= limit:
+            raise Forbidden(
+                f"cannot create scenario {name!r}: this deployment keeps at most {limit} scenarios "
+                f"(reef.max_scenarios); delete one or raise reef.max_scenarios"
+            )
 
     async def _publish_base(self, name: str) -> Release:
         directory = Path(tempfile.mkdtemp(prefix="reef-seed-"))

@@ -93,12 +93,13 @@ def build_app(settings: Settings) -> Any:
     """Open every part named by `settings` and return the ASGI app."""
     from reef.application.runtime import Runtime
     from reef.cli.workers import shared_writer_fd
+    from reef.core.private_files import private_directory
     from reef.releases.git import open_release_store
     from reef.service.app import create_app
     from reef.storage.sql import open_record_store
 
     storage = settings.storage
-    storage.dir.mkdir(parents=True, exist_ok=True)
+    private_directory(storage.dir)
     engine = open_engine(settings)
     records = open_record_store(
         storage.record_backend,

@@ -68,10 +68,11 @@ class Supervisor:
         self.workers: dict[int, subprocess.Popen[bytes]] = {}  # worker index -> process
 
     def run(self) -> int:
+        from reef.core.private_files import private_directory
         from reef.storage.sql import open_record_store
 
         storage = self.settings.storage
-        storage.dir.mkdir(parents=True, exist_ok=True)
+        private_directory(storage.dir)
         url = storage.record_database_url
         records = open_record_store(storage.record_backend, directory=storage.dir, database_url=url)
         # Held (bound, never listening) so the port stays ours between worker restarts; resolves port 0 once.

@@ -5,6 +5,7 @@ Every key here is reachable as `--section.key-name` on the command line and as `
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any, Literal
 
@@ -50,6 +51,18 @@ class ServerSettings(Section):
         description="A request naming an unknown scenario creates it (bound to `learning.recipe`); off: 404 until "
         "`POST /reef/scenarios` creates it.",
     )
+    max_scenarios: int = Field(
+        1000,
+        gt=0,
+        description="The most live scenarios a deployment keeps; creating one more (implicitly or with `POST "
+        "/reef/scenarios`) is a 403 naming this setting, and nothing is stored.",
+    )
+    allowed_hosts: list[str] = Field(
+        default_factory=list,
+        description="Host names a server with no token answers to besides localhost, 127.0.0.1, [::1] and "
+        "reef.host (e.g. the public name of a proxy in front); another Host is a 421, and a POST/PUT/PATCH/DELETE "
+        "from a web page at a name not listed is a 403. `*`: any. A server with tokens checks neither.",
+    )
     log_level: Literal["debug", "info", "warning", "error"] = Field("info", description="The server's log level.")
     workers: int = Field(
         1,
@@ -63,12 +76,40 @@ class ServerSettings(Section):
         max_length=200,
         description="This replica's name in `GET /reef/status` and in learner elections; None: `<hostname>:<pid>`.",
     )
+    public_url: str | None = Field(
+        None,
+        description="The URL agents reach this server at (e.g. https://reef.example.org behind a TLS proxy): what "
+        "the harness installer binds agents to. None: http://reef.host:reef.port (loopback for a wildcard "
+        "address). The request's Host header is never used.",
+    )
+
+    @field_validator("public_url")
+    @classmethod
+    def _public_url_is_http(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        if not re.fullmatch(r"https?://[^\s'\"`$\\]+", value):
+            raise ValueError("must be an http:// or https:// URL")
+        return value.rstrip("/")
+
+    def public_base_url(self) -> str:
+        """The URL agents are bound to: `public_url`, else this server's own address (loopback for a wildcard)."""
+        if self.public_url:
+            return self.public_url
+        host = {"": "127.0.0.1", "0.0.0.0": "127.0.0.1", "::": "::1"}.get(self.host, self.host)
+        return f"http://[{host}]:{self.port}" if ":" in host else f"http://{host}:{self.port}"
 
     @field_validator("tokens", "admin_tokens", mode="before")
     @classmethod
     def _one_token_is_a_list(cls, value: Any) -> Any:
         # `--reef.admin-tokens s3cret` and env REEF_ADMIN_TOKEN give one string: a list of one token.
         return [value] if isinstance(value, str) else value
+
+    @field_validator("allowed_hosts", mode="before")
+    @classmethod
+    def _hosts_from_a_string(cls, value: Any) -> Any:
+        # `--reef.allowed-hosts a.example,b.example` gives one string: the names it lists.
+        return [name for name in value.replace(",", " ").split() if name] if isinstance(value, str) else value
 
     def all_tokens(self) -> list[str]:
         found = [t.get_secret_value() for t in self.tokens]
@@ -171,6 +212,14 @@ class StorageSettings(Section):
         return self.release_repository or str(self.dir / "releases.git")
 
 
+HarnessNodeKind = Literal["rules", "skill", "command", "memory", "config", "extension"]
+
+
+def _text_node_kinds() -> list[HarnessNodeKind]:
+    """The harness node kinds that only carry text (what an agent token may propose by default)."""
+    return ["rules", "skill", "memory"]
+
+
 class HarnessSettings(Section):
     proposer_url: str | None = Field(
         None, description="The model that proposes harness edits; None: the served model through Reef itself."
@@ -198,6 +247,19 @@ class HarnessSettings(Section):
         description="An episode that crashes or times out is an error: its pair is dropped; more than this "
         "fraction fails closed.",
     )
+    agent_proposal_kinds: list[HarnessNodeKind] = Field(
+        default_factory=_text_node_kinds,
+        description="The node kinds an agent token may create, change or remove through `POST "
+        "/reef/harness/proposals` (a proposal touching any other kind is 403 naming the node); admin tokens may "
+        "propose every kind. Executable nodes (extension, command, a config node with an executable settings key) "
+        "are held for review whoever proposes them.",
+    )
+
+    @field_validator("agent_proposal_kinds", mode="before")
+    @classmethod
+    def _one_kind_is_a_list(cls, value: Any) -> Any:
+        # `--harness.agent-proposal-kinds rules` gives one string: a list of one kind.
+        return [value] if isinstance(value, str) else value
 
 
 class SandboxSettings(Section):

@@ -32,7 +32,9 @@ nothing once that kind is used up, and a policy trained on its early successes w
 group all zeros, no advantage to learn from. The masking is the sampler's; the recorded log-probs stay the model's.
 
 The evaluator source is copied into a fresh sandbox for every attempt (`reef.discovery.evaluation`), so it must not
-import anything but the standard library. A `json` solution reaches `evaluate` parsed; a `python` one as its text.
+import anything but the standard library. A `json` solution reaches `evaluate` parsed; a `python` one as its text,
+which `evaluate` must run as a process of its own (`subprocess.run([sys.executable, "-c", solution], ...)`): compiling
+it inside the evaluator's process is refused, since there it could write its own score.
 """
 
 from __future__ import annotations

@@ -2,24 +2,35 @@
 
 A node must have a safe id (it may become a path), the fields its kind needs, JSON-able config, and nothing that
 looks like a credential or a model binding: published trees travel to agents and into git, so a key pasted into a
-rule by a proposer (or an agent) must be refused before it is stored, not scrubbed after.
+rule by a proposer (or an agent) must be refused before it is stored, not scrubbed after. Fields rendered on one
+line (a skill's name and description, a memory's tags) hold no line break, so they cannot add lines to a front
+matter; a config node holds only settings keys some adapter renders (`reef/harness/adapters/*.json`).
+
+Executable nodes are the ones that run or permit things: `extension` and `command` nodes, and config nodes holding
+a settings key an adapter declares executable (hooks, MCP servers, plugins, the environment, wider permissions).
+Whoever creates or changes one, it is held for review and gated only inside the sandbox.
 """
 
 from __future__ import annotations
 
 import math
 import re
+import unicodedata
 from collections.abc import Iterator
+from functools import cache
 from typing import Any
 
 import orjson
 
 from reef.core.errors import BadRequest
+from reef.harness.catalog import Adapter, SettingsPath, adapter_names, load_adapter
 from reef.harness.tree import HarnessTree, Node
 
 SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 MAX_TEXT_CHARS = 32_000
 MAX_NODES = 500
+EXECUTABLE_KINDS = ("extension", "command")
+SINGLE_LINE_FIELDS = ("name", "description", "language")
 
 # Literals shaped like provider credentials.
 _KEY_LITERALS = re.compile(
@@ -77,7 +88,49 @@ def admit_node(node: Node) -> Node:
         refuse_credentials(value, path)
     for path, key, value in _keys(node.config, f"{where}.config"):
         _refuse_secret_key(key, value, path, binding=node.kind == "config")
+    if node.kind == "config":
+        unknown = unrendered_settings(node.config["settings"])
+        if unknown:
+            raise BadRequest(
+                "no adapter renders this settings key (see each adapter's `settings` allow-list)",
+                field=f"{where}.config.settings.{unknown[0]}",
+            )
     return node
+
+
+def is_executable(node: Node) -> bool:
+    """Whether `node` runs or permits things (an extension, a command, or a config node holding an executable
+    settings key): such a node is held for review and gated only inside the sandbox."""
+    if node.kind in EXECUTABLE_KINDS:
+        return True
+    settings = node.config.get("settings") if node.kind == "config" else None
+    return isinstance(settings, dict) and bool(executable_settings(settings))
+
+
+def executable_settings(settings: dict[str, Any]) -> list[str]:
+    """The dotted settings keys in `settings` that some adapter renders as executable (hooks, MCP servers, ...)."""
+    found: dict[SettingsPath, None] = {}
+    for adapter in _adapters():
+        found.update(dict.fromkeys(adapter.read_settings(settings).executable))
+    return [".".join(path) for path in found]
+
+
+def unrendered_settings(settings: dict[str, Any]) -> list[str]:
+    """The dotted settings keys in `settings` that no adapter renders (refused at admission)."""
+    readings = [set(adapter.read_settings(settings).unknown) for adapter in _adapters()]
+    if not readings:
+        return [str(key) for key in settings]
+    candidates = dict.fromkeys(path for unknown in readings for path in unknown)
+
+    def nobody_renders(path: SettingsPath) -> bool:
+        return all(any(path[:i] in unknown for i in range(1, len(path) + 1)) for unknown in readings)
+
+    return [".".join(path) for path in candidates if nobody_renders(path)]
+
+
+@cache
+def _adapters() -> tuple[Adapter, ...]:
+    return tuple(load_adapter(name) for name in adapter_names())
 
 
 def refuse_credentials(text: str, field: str) -> None:
@@ -116,14 +169,25 @@ def _require_fields(node: Node, where: str) -> None:
             raise BadRequest(f"at most {MAX_TEXT_CHARS} characters", field=f"{where}.config.{field}")
     if "name" in needed and not SAFE_NAME.fullmatch(config["name"]):
         raise BadRequest("a name is 1-64 characters of A-Z a-z 0-9 . _ -", field=f"{where}.config.name")
-    if "description" in config and not isinstance(config["description"], str):
-        raise BadRequest("must be a string", field=f"{where}.config.description")
+    for field in SINGLE_LINE_FIELDS:
+        if field in config:
+            if not isinstance(config[field], str):
+                raise BadRequest("must be a string", field=f"{where}.config.{field}")
+            _refuse_line_breaks(config[field], f"{where}.config.{field}")
     if node.kind == "memory" and "tags" in config:
         tags = config["tags"]
         if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
             raise BadRequest("must be a list of strings", field=f"{where}.config.tags")
+        for i, tag in enumerate(tags):
+            _refuse_line_breaks(tag, f"{where}.config.tags[{i}]")
     if node.kind == "config" and not isinstance(config.get("settings"), dict):
         raise BadRequest("a config node needs `settings` (a JSON object)", field=f"{where}.config.settings")
+
+
+def _refuse_line_breaks(value: str, field: str) -> None:
+    """A one-line field (rendered into a front matter or a heading) holds no line break or control character."""
+    if any(unicodedata.category(char) in ("Cc", "Zl", "Zp") for char in value):
+        raise BadRequest("must be one line (no line break or control character)", field=field)
 
 
 def _unique_names(tree: HarnessTree) -> None:

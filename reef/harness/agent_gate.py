@@ -9,8 +9,10 @@ dropped; when more than `harness.max_error_fraction` of the pairs are dropped, t
 
 Each episode's agent, exit status, duration, check and a pointer to its trajectory (a JSON file under
 `<storage.dir>/episodes/<scenario>/`) go to the step's commit as `evaluation.episodes`. The episodes' model
-requests go through this Reef's own `/v1` (tagged `x-reef-tag-reef-episode`), each agent in its own dialect;
-for an agent adapter Reef prepends no harness prompt, so what the agent sees is exactly the tree it was given.
+requests go through this Reef's own `/v1`, each agent in its own dialect, with a token minted for that episode alone
+(`reef.core.episode_tokens`): Reef tags their records `reef-episode` and counts their usage against the learner's
+budget from that token. For an agent adapter Reef prepends no harness prompt, so what the agent sees is exactly the
+tree it was given.
 
 A request larger than the serving model's context fails every episode the same way: the first task's pair runs
 alone, and when the model refused a prompt as too long the evaluation fails closed with `PromptTooLarge`,
@@ -20,6 +22,7 @@ naming the agent, the request's size and the model's context, before the other p
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 import re
@@ -28,7 +31,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from reef.core.episode_tokens import mint_episode_token
+from reef.core.episode_tokens import EpisodeKey
 from reef.core.errors import BadRequest
 from reef.core.path_names import path_component
 from reef.core.settings import Settings
@@ -75,22 +78,19 @@ def agent_adapter(settings: Settings) -> str | None:
     return adapter
 
 
-EPISODE_TOKEN_MARGIN_S = 60.0  # an episode's token outlives its timeout by this much
-
-
 def binding_for(settings: Settings, scenario: str) -> ModelBinding:
-    """This Reef as the episodes' model endpoint (its own address, served model) with a fresh episode token that
-    reaches only `/v1/*` and expires soon after the episode's timeout (`reef.core.episode_tokens`)."""
+    """This Reef as the episodes' model endpoint (its own address, served model). Each episode gets a token of its
+    own as it starts, signed with the deployment's episode key, that reaches only `scenario`'s `/v1/*` and expires
+    with the episode (`reef.core.episode_tokens`), with or without configured tokens."""
     host = settings.reef.host if settings.reef.host not in ("0.0.0.0", "::", "") else "127.0.0.1"
-    secrets = [*settings.reef.all_tokens(), *settings.reef.all_admin_tokens()]
-    ttl_s = settings.harness.episode_timeout_s + EPISODE_TOKEN_MARGIN_S
     model = settings.inference.served_model_name or settings.inference.upstream_model or "reef"
+    key = EpisodeKey.for_settings(settings)
     return ModelBinding(
         f"http://{host}:{settings.reef.port}",
         scenario,
         model,
-        api_key=mint_episode_token(secrets, ttl_s) if secrets else "reef",
         max_tokens=settings.harness.episode_max_tokens or settings.evaluation.max_new_tokens,
+        mint=lambda episode_id, ttl_s: key.mint(scenario, episode_id, ttl_s),
     )
 
 
@@ -202,12 +202,9 @@ class AgentEvaluator(Evaluator):
         self, scenario: str, evaluation_id: str, side: str, tree: HarnessTree, task: Task
     ) -> EpisodeResult:
         base = self._binding_for(scenario)
-        binding = ModelBinding(
-            base.base_url,
-            base.scenario,
-            base.model,
-            base.api_key,
-            task.extra.get("max_tokens") or base.max_tokens,
+        binding = dataclasses.replace(
+            base,
+            max_tokens=task.extra.get("max_tokens") or base.max_tokens,
             episode_id=f"{evaluation_id}-{task.task_id}-{side}",
         )
         prompt = str(task.messages[-1].get("content", ""))

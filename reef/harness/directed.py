@@ -2,8 +2,8 @@
 
 The proposer sees the instruction, the current tree and a few recent traces, and answers with mutations; when its
 reply is unusable the instruction itself becomes a rules node, so the step always carries what was asked. Such a
-step is selected by policy `floor` (the recipe's `instruction_policy`), and any `extension` or `command` node it
-creates is stored pending review (`needs_review`).
+step is selected by policy `floor` (the recipe's `instruction_policy`), and any executable node it creates (an
+`extension`, a `command`, a config node with an executable settings key) is stored pending review (`needs_review`).
 """
 
 from __future__ import annotations
@@ -12,13 +12,13 @@ import hashlib
 import json
 from typing import Any
 
+from reef.harness.admission import is_executable
 from reef.harness.mutations import Mutation, coerce_mutations
 from reef.harness.proposer import Proposer, parse_json_reply
 from reef.harness.reply_schema import NODES_REPLY, NODES_SCHEMA, reply_max_tokens
 from reef.harness.traces import question_of
 from reef.harness.tree import HarnessTree, Node
 
-REVIEWED_KINDS = ("extension", "command")
 MAX_TRACES_SHOWN = 3
 DIRECT = (
     "You improve an AI agent's harness (its rules, skills, commands, memory) as its operator instructs. Reply with "
@@ -68,9 +68,10 @@ def instruction_rule(instruction: str) -> Mutation:
 
 
 def created_for_review(before: HarnessTree, after: HarnessTree) -> list[str]:
-    """Ids of `extension` / `command` nodes in `after` that `before` lacks or that changed: they need review."""
+    """Ids of executable nodes in `after` (extensions, commands, config nodes with an executable settings key) that
+    `before` lacks or that changed: they need review."""
     found = []
     for node in after:
-        if node.kind in REVIEWED_KINDS and before.get(node.id) != node:
+        if is_executable(node) and before.get(node.id) != node:
             found.append(node.id)
     return found

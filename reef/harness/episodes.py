@@ -13,8 +13,10 @@ removes the host's loopback, Reef's address is brought in over a Unix socket in 
 sandbox listening on Reef's port (`reef.sandbox.netbridge`). The state directory, the database, the release
 repository and the real home are not there. Without an isolating sandbox an episode refuses (`SandboxRefused`)
 unless `sandbox.allow_unsandboxed`. The environment is emptied (no provider keys reach the agent), and the only
-credential inside the root is the binding's token, which the gate mints per evaluation and which reaches only
-`/v1/*` (`reef.core.episode_tokens`).
+credential inside the root is the binding's token, minted for this one episode when it starts (`ModelBinding.mint`),
+valid until its timeout and reaching only its scenario's `/v1/*` (`reef.core.episode_tokens`). The bridge
+(`episode_bridge`) relays only `/v1/…` requests and puts that token and the scenario on each one, so an agent that
+drops or swaps its token is still only the episode it is.
 """
 
 from __future__ import annotations
@@ -29,10 +31,12 @@ import sys
 import tempfile
 import time
 import urllib.parse
-from collections.abc import Sequence
+import uuid
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from reef.core.episode_tokens import EPISODE_TOKEN_MARGIN_S
 from reef.core.scenarios import Dialect
 from reef.core.settings import Settings
 from reef.harness.agent_checks import CheckResult, prepare_workspace, run_check
@@ -44,22 +48,28 @@ from reef.inference.base import Engine, RequestContext
 from reef.learning.evaluation import answer_text
 from reef.learning.evaluation.agent_tasks import AgentCheck, Workspace
 from reef.sandbox.bubblewrap import bwrap_prefix, needed_by
-from reef.sandbox.netbridge import FORWARDER, unix_bridge
+from reef.sandbox.netbridge import FORWARDER, episode_bridge
 from reef.sandbox.policy import choose_sandbox
 
 STDERR_TAIL_CHARS = 4_000
+FIRST_UNPRIVILEGED_PORT = 1024
+SANDBOX_REEF_PORT = 8900  # where the agent finds Reef inside the sandbox when Reef's own port is below 1024
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class ModelBinding:
-    """Where an episode's agent sends its model requests: this Reef, a scenario, a model id, a token."""
+    """Where an episode's agent sends its model requests: this Reef, a scenario, a model id, a token.
+
+    With `mint` (the gate's bindings), the token is minted for each episode as it starts, `mint(episode_id, ttl_s)`,
+    and replaces `api_key`; Reef tags that episode's records `reef-episode` with the id the token carries."""
 
     base_url: str
     scenario: str
     model: str
     api_key: str = "reef"
     max_tokens: int | None = None
-    episode_id: str | None = None  # tags the episode's records (`x-reef-tag-reef-episode`)
+    episode_id: str | None = None
+    mint: Callable[[str, float], str] | None = None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -145,6 +155,7 @@ class AgentEpisodes:
         """One episode: the agent starts in `workspace`; `check` runs after it (not when the agent failed)."""
         sandbox = self.sandboxed()
         async with self._limit:
+            binding = self._with_token(binding)  # minted now: an episode waiting its turn holds no live token
             root = Path(tempfile.mkdtemp(prefix="reef-episode-", dir=self.temp_dir))
             try:
                 result = await self._run_in(root, tree, task, binding, workspace, sandbox)
@@ -154,6 +165,14 @@ class AgentEpisodes:
                 return result
             finally:
                 shutil.rmtree(root, ignore_errors=True)
+
+    def _with_token(self, binding: ModelBinding) -> ModelBinding:
+        """The binding holding a token for this episode alone, valid until its timeout (when the binding mints)."""
+        if binding.mint is None:
+            return binding
+        episode_id = binding.episode_id or uuid.uuid4().hex[:16]
+        token = binding.mint(episode_id, self.timeout_s + EPISODE_TOKEN_MARGIN_S)
+        return dataclasses.replace(binding, api_key=token, episode_id=episode_id)
 
     async def _run_in(
         self,
@@ -171,17 +190,20 @@ class AgentEpisodes:
         config_dir = self.agent.config_dir(root)
         config_dir.mkdir(parents=True, exist_ok=True)
         write_files(render(tree, self.agent.name), config_dir)
+        endpoint = urllib.parse.urlsplit(binding.base_url)
+        host, port = endpoint.hostname or "127.0.0.1", endpoint.port or (443 if endpoint.scheme == "https" else 80)
+        inner = port if port >= FIRST_UNPRIVILEGED_PORT or not sandbox else SANDBOX_REEF_PORT
+        if inner != port:  # the sandbox holds no capability to listen on a port below 1024: the agent uses another
+            binding = dataclasses.replace(binding, base_url=endpoint._replace(netloc=f"{host}:{inner}").geturl())
         launch = self.agent.launch(root, self.binary, task, binding, tree)
         command, env = launch.command, {**agent_env(root), **launch.env}
         if not sandbox:
             return await self._execute(work, env, command, sandbox)
-        endpoint = urllib.parse.urlsplit(binding.base_url)
-        host, port = endpoint.hostname or "127.0.0.1", endpoint.port or (443 if endpoint.scheme == "https" else 80)
         (root / "forwarder.py").write_text(FORWARDER)
         socket_path = root / "reef.sock"
-        forwarded = [sys.executable, str(root / "forwarder.py"), str(socket_path), str(port), "--", *command]
+        forwarded = [sys.executable, str(root / "forwarder.py"), str(socket_path), str(inner), "--", *command]
         sandboxed = self._sandboxed(root, work, Path(self.binary).resolve().parent) + forwarded
-        async with unix_bridge(socket_path, host, port):
+        async with episode_bridge(socket_path, host, port, binding.api_key, binding.scenario):
             return await self._execute(work, env, sandboxed, sandbox)
 
     async def _execute(self, work: Path, agent_env: dict[str, str], command: list[str], sandbox: bool) -> EpisodeResult:

@@ -3,24 +3,32 @@ agent's model to this Reef server with the token from `REEF_TOKEN`.
 
 The script is idempotent: it stamps `.reef-release` in the agent directory and, run again for the same release,
 server and scenario, prints "already current" and changes nothing. Files the previous install wrote and the new
-release no longer has are removed (listed in `.reef-files`). The token never appears in the script itself.
+release no longer has are removed (listed in `.reef-files`). The token never appears in the script itself, and
+the server's address is the configured one (`reef.public_url`), never one a request names.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import re
 
+from reef.core.errors import BadRequest
 from reef.harness.catalog import Adapter
 
 STAMP_FILE = ".reef-release"
 MANIFEST_FILE = ".reef-files"
+_SAFE_RELATIVE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]*(/[A-Za-z0-9_][A-Za-z0-9._-]*)*")
 
 
 def install_script(
     adapter: Adapter, files: dict[str, str], *, release_id: str, scenario: str, base_url: str, model: str
 ) -> str:
     """The installer for `files` (already rendered for `adapter`) of release `release_id`."""
+    for relative in files:
+        # Node names are checked on admission; a tree from elsewhere must still not name a path the shell reads.
+        if not _SAFE_RELATIVE.fullmatch(relative) or ".." in relative.split("/"):
+            raise BadRequest(f"{relative!r} is not a plain relative path", field="nodes.config.name")
     base_url = base_url.rstrip("/")
     stamp = hashlib.sha256(f"{release_id}\n{base_url}\n{scenario}\n{model}".encode()).hexdigest()[:16]
     lines = [

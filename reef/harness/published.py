@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
-from reef.core.errors import BadRequest
+from reef.core.errors import BadRequest, Forbidden
 from reef.core.releases import Release
 from reef.harness.admission import refuse_credentials
 from reef.harness.catalog import load_adapter
-from reef.harness.mutations import apply_mutations, parse_mutations
+from reef.harness.mutations import Mutation, apply_mutations, parse_mutations
 from reef.harness.render import render
 from reef.harness.tree import HarnessTree, load_tree
 
@@ -62,8 +63,13 @@ def harness_view(release: Release, release_dir: Path, adapter: str) -> dict[str,
     }
 
 
-def check_proposal(body: dict[str, Any], release_dir: Path | None) -> tuple[list[dict[str, Any]], str]:
-    """Validate `{mutations, reason}` against the serving tree (a dry run); returns (mutations JSON, reason)."""
+def check_proposal(
+    body: dict[str, Any], release_dir: Path | None, allowed_kinds: Collection[str] | None = None
+) -> tuple[list[dict[str, Any]], str]:
+    """Validate `{mutations, reason}` against the serving tree (a dry run); returns (mutations JSON, reason).
+
+    With `allowed_kinds` (an agent token's proposal) a mutation that creates, changes or removes a node of any other
+    kind is refused (Forbidden naming the node) before anything else about it is checked."""
     unknown = set(body) - {"mutations", "reason", "session", "release_id"}
     if unknown:
         raise BadRequest(f"unknown fields {sorted(unknown)}", field="body")
@@ -75,7 +81,22 @@ def check_proposal(body: dict[str, Any], release_dir: Path | None) -> tuple[list
         if body.get(name) is not None and not isinstance(body[name], str):
             raise BadRequest("must be a string", field=name)
     mutations = parse_mutations(body.get("mutations"))
-    tree = load_tree(release_dir) if release_dir is not None else None
-    if tree is not None:
-        apply_mutations(tree, mutations)
+    tree = load_tree(release_dir) if release_dir is not None else HarnessTree()
+    if allowed_kinds is not None:
+        _refuse_kinds(tree, mutations, allowed_kinds)
+    apply_mutations(tree, mutations)
     return [m.to_json() for m in mutations], reason
+
+
+def _refuse_kinds(tree: HarnessTree, mutations: list[Mutation], allowed_kinds: Collection[str]) -> None:
+    """Forbidden naming the first mutation whose node (created, or already in `tree`) is of a kind not allowed."""
+    for i, mutation in enumerate(mutations):
+        existing = tree.get(mutation.node_id)
+        kinds = {node.kind for node in (mutation.node, existing) if node is not None}
+        refused = sorted(kinds - set(allowed_kinds))
+        if refused:
+            raise Forbidden(
+                f"mutations[{i}]: node {mutation.node_id!r} is a {refused[0]} node; an agent token may propose only "
+                f"{', '.join(allowed_kinds) or 'no'} nodes (harness.agent_proposal_kinds), any other needs an admin "
+                "token"
+            )

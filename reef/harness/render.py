@@ -1,7 +1,9 @@
 """Rendering a harness tree into an agent's files: a pure function of (tree, adapter).
 
 Published files never contain an endpoint, key or model; admission keeps them out of the tree and the model
-binding is written only at episode or install time (`reef.harness.install`, `reef.harness.episodes`).
+binding is written only at episode or install time (`reef.harness.install`, `reef.harness.episodes`). Structured
+text is written by its own writer, never pasted into a template: a front matter by a YAML writer and settings as
+JSON, holding only the keys the adapter declares it renders.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+import yaml
 
 from reef.core.errors import BadRequest
 from reef.harness.catalog import Adapter, load_adapter
@@ -31,9 +34,9 @@ def render(tree: HarnessTree, adapter: Adapter | str) -> dict[str, str]:
                 files[spec["path"]] = text
         elif "each" in spec:
             for node in tree.of_kind(spec["each"]):
-                files[_fill(spec["path"], node)] = _fill(spec["template"], node)
+                files[_fill(spec["path"], node)] = _document(spec, node)
         else:
-            settings = merged_settings(tree)
+            settings = adapter.read_settings(merged_settings(tree)).rendered
             if settings:
                 files[spec["path"]] = orjson.dumps(settings, option=orjson.OPT_INDENT_2).decode() + "\n"
     return dict(sorted(files.items()))
@@ -82,6 +85,18 @@ def _sections(tree: HarnessTree, sections: list[dict[str, Any]]) -> str:
         body = separator.join(items)
         blocks.append(f"{section['heading']}\n\n{body}" if section.get("heading") else body)
     return "\n\n".join(blocks) + "\n" if blocks else ""
+
+
+def _document(spec: dict[str, Any], node: Node) -> str:
+    """One file of an `each` spec: its front matter (YAML, one value per key whatever the text holds), then its
+    template."""
+    body = _fill(spec["template"], node)
+    matter = spec.get("front_matter")
+    if not matter:
+        return body
+    fields = {key: _fill(template, node) for key, template in matter.items()}
+    dumped = yaml.safe_dump(fields, sort_keys=False, allow_unicode=True, default_flow_style=False, width=1 << 30)
+    return f"---\n{dumped}---\n{body}"
 
 
 def _fill(template: str, node: Node) -> str:

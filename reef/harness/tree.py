@@ -5,8 +5,12 @@ A node is `{id, kind, config}`. The kinds and the config each carries:
 - `skill`: `{name, description, text}` — a named procedure the agent may load;
 - `command`: `{name, description, text}` — a prompt template the user or agent invokes by name;
 - `memory`: `{text, tags?}` — a lesson or worked example from earlier episodes;
-- `config`: `{settings: {...}}` — agent settings, merged in order (never an endpoint, key or model);
+- `config`: `{settings: {...}}` — agent settings, merged in order (never an endpoint, key or model; only keys an
+  adapter declares it renders);
 - `extension`: `{name, text, language?}` — agent-specific code (e.g. a pi extension).
+
+`rules`, `skill` and `memory` are text; `extension`, `command` and a config node holding an executable settings key
+are executable nodes (`reef.harness.admission.is_executable`), held for review.
 """
 
 from __future__ import annotations

@@ -2,10 +2,12 @@
 
 The learner's traffic is everything it asks a model for on its own — the proposer, the judge, the gate's
 generations (through `MeteredEngine`, the engine the learner and its evaluator are given) and the gate episodes'
-requests, which arrive over `/v1` tagged `x-reef-tag-reef-episode` and are counted there. Tokens come from the
-answer's `usage` (`total_tokens`, else prompt + completion or input + output tokens). Past
-`learning.max_upstream_tokens_per_hour` a scenario's learner starts no step (`blocker` says `budget: …`) until
-enough of the last hour's spending has aged out; a step already running finishes.
+requests, which arrive over `/v1` with an episode token and are counted there, for the scenario the token names
+(`reef.service.routes.inference`). What a request says about itself (a tag, a header) never counts: an agent cannot
+spend the learner's budget, and an episode cannot leave its spending out. Tokens come from the answer's `usage`
+(`total_tokens`, else prompt + completion or input + output tokens). Past `learning.max_upstream_tokens_per_hour` a
+scenario's learner starts no step (`blocker` says `budget: …`) until enough of the last hour's spending has aged
+out; a step already running finishes.
 """
 
 from __future__ import annotations

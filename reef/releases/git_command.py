@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from reef.core.errors import ReefError
+from reef.core.private_files import PRIVATE_DIRECTORY_MODE
 
 ZERO_ID = "0" * 40
 _CONFIG_ATTEMPTS = 20
@@ -85,6 +86,7 @@ class GitRepository:
         if not (self.git_dir / "HEAD").exists():
             self.git_dir.parent.mkdir(parents=True, exist_ok=True)
             subprocess.run(["git", "init", "--quiet", "--bare", str(self.git_dir)], check=True, capture_output=True)
+            os.chmod(self.git_dir, PRIVATE_DIRECTORY_MODE)  # releases are the operator's: nobody else reads them
         for attempt in range(_CONFIG_ATTEMPTS):
             listing = self.run("config", "--local", "--list").stdout.decode().splitlines()
             present = dict(line.split("=", 1) for line in listing if "=" in line)

@@ -43,6 +43,11 @@ class RuntimeAPI(Protocol):
         """A request's context (a pinned release, an open rollout's arm, else the serving release) and the id of the
         rollout that chose it (None when none did)."""
 
+    async def route_request(
+        self, scenario: str, release_id: str | None, tags: dict[str, str]
+    ) -> tuple[RequestContext, str | None]:
+        """`route`, never blocking the event loop: a pinned release is looked up in a worker thread (and cached)."""
+
     async def request_failed(self, scenario: str, rollout_id: str, ctx: RequestContext) -> None:
         """A request a rollout routed failed (5xx, timeout): it counts against its arm."""
 

@@ -1,12 +1,13 @@
 """Which token reaches which route: one table, read by the edge middleware before any route runs.
 
 Three scopes, each reaching what the one below reaches: `episode` (a gate episode's short-lived token:
-`/v1/*` only), `agent` (the tokens an agent carries: `reef.tokens`, `reef.token`, `REEF_TOKEN`) and `admin`
-(`reef.admin_tokens`: everything). A few routes are open (`/healthz`, the API document, the console's static
-page). A route not in the table needs `admin`, so a new route is closed until it is declared here.
+`/v1/*` of its own scenario only), `agent` (the tokens an agent carries: `reef.tokens`, `reef.token`, `REEF_TOKEN`)
+and `admin` (`reef.admin_tokens`: everything). A few routes are open (`/healthz`, the API document, the console's
+static page). A route not in the table needs `admin`, so a new route is closed until it is declared here.
 
 With no admin token configured the agent tokens are admin (as before scopes existed); with no token at all every
-route is open.
+route is open, except to a request that presents an episode token: that one is held to the episode scope whatever
+is configured (`reef.service.middleware`), and a gate episode's requests always carry one.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ ROUTE_SCOPES: tuple[tuple[str, str, Scope], ...] = (
     ("GET", "/openapi.json", Scope.OPEN),
     ("GET", "/docs", Scope.OPEN),
     ("GET", "/docs/oauth2-redirect", Scope.OPEN),
+    ("GET", "/docs/assets/.+", Scope.OPEN),  # Swagger UI's own files (reef.service.openapi_pages)
     ("GET", "/redoc", Scope.OPEN),
     ("GET", "/console", Scope.OPEN),  # the page and its scripts hold no data; the data routes need admin
     ("GET", "/console/.+", Scope.OPEN),  # the console route serves only its own files (404 otherwise)

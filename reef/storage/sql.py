@@ -18,6 +18,7 @@ import orjson
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
+from reef.core.private_files import private_directory, private_file
 from reef.core.records import Record, RequestType
 from reef.storage import rollout_rows
 from reef.storage.appends import ID_CHUNK, AppendWork, chunks, commit_appends, stored_as, stored_records
@@ -216,9 +217,8 @@ def open_record_store(
         if database_url is None:
             if directory is None:
                 raise ValueError("the sqlite record store needs a directory or a database_url")
-            directory = directory.expanduser()
-            directory.mkdir(parents=True, exist_ok=True)
-            database_url = f"sqlite+pysqlite:///{directory / SQLITE_FILENAME}"
+            directory = private_directory(directory)
+            database_url = f"sqlite+pysqlite:///{private_file(directory / SQLITE_FILENAME)}"
         return SqlRecordStore(
             functools.partial(_sqlite_engine, database_url, "BEGIN IMMEDIATE", 1),
             _sqlite_engine(database_url, "BEGIN", 8),

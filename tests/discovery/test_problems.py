@@ -106,15 +106,16 @@ os._exit(0)
 """
 
 
-def test_a_python_attempt_that_prints_a_forged_result_line_scores_nothing(tmp_path: Path) -> None:
+def test_a_python_attempt_that_prints_a_forged_result_line_scores_only_what_it_earned(tmp_path: Path) -> None:
     spec = {"name": "forge", "direction": "max", "solution_format": "python", "task": "T.", "seeds": ["x = 1"]}
     (tmp_path / "problem.json").write_text(json.dumps(spec))
-    evaluator = "def evaluate(solution):\n    exec(solution, {})\n    return {'score': 1, 'valid': True}\n"
+    evaluator = "import subprocess, sys\n\ndef evaluate(solution):\n"
+    evaluator += "    subprocess.run([sys.executable, '-c', solution])\n    return {'score': 1, 'valid': True}\n"
     (tmp_path / "evaluate.py").write_text(evaluator)
     problem = load_problem(str(tmp_path))
     assert evaluate_attempt(problem, "x = 1").score == 1.0  # an honest attempt scores
     forged = evaluate_attempt(problem, FORGING_ATTEMPT)
-    assert forged.score is None and not forged.valid and forged.reward == 0.0
+    assert forged.score == 1.0  # what it earned, not the score on the lines it printed
 
 
 def test_a_sandbox_that_cannot_start_raises_instead_of_scoring_zero(monkeypatch: pytest.MonkeyPatch) -> None:

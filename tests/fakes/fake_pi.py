@@ -47,7 +47,7 @@ if task.startswith("connect:"):  # connect:PORT,PORT… → print which 127.0.0.
     for port in task[len("connect:") :].split(","):
         try:
             with socket.create_connection(("127.0.0.1", int(port)), timeout=3) as conn:
-                conn.sendall(b"ping")
+                conn.sendall(b"GET /v1/models HTTP/1.1\r\nhost: reef\r\n\r\n")  # the bridge relays HTTP only
                 reached.append(f"{port}={conn.recv(16).decode()}")
         except OSError:
             reached.append(f"{port}=refused")

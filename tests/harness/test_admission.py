@@ -23,7 +23,7 @@ def test_a_well_formed_node_of_every_kind_is_admitted():
         SKILL,
         Node("c", "command", {"name": "review", "text": "Review the diff."}),
         Node("m", "memory", {"text": "Q: 2 + 2\nA: 4", "tags": ["example"]}),
-        Node("cfg", "config", {"settings": {"theme": "dark", "maxTokens": 200}}),
+        Node("cfg", "config", {"settings": {"theme": "dark", "hideThinkingBlock": True}}),
         Node("ext", "extension", {"name": "guard", "text": "export default () => {}"}),
     ]
     assert len(admit_tree(HarnessTree.of(nodes))) == 6

@@ -45,6 +45,11 @@ def agent_param(name: str) -> object:
 AGENT_NAMES = [agent_param(name) for name in ("claude", "codex", "opencode")]
 
 
+def _credential(headers: dict[str, str]) -> str:
+    """The token a request to the model carried (`authorization: Bearer …` or Anthropic's `x-api-key`)."""
+    return headers.get("authorization", "").removeprefix("Bearer ") or headers.get("x-api-key", "")
+
+
 @pytest.fixture
 def scripted() -> Iterator[ScriptedModel]:
     model = start_scripted_model()
@@ -67,7 +72,10 @@ def gate(agent: str, scripted: ScriptedModel, tmp_path: Path, rows: list[dict], 
         lambda scenario: GateTasks("api", tasks),
         lambda scenario, release_id: serving_dir,
         episodes,
-        lambda scenario: ModelBinding(scripted.url, scenario, "scripted", api_key="episode-token"),
+        # Each episode's own token (as the gate mints one per episode), so the requests say whose they are.
+        lambda scenario: ModelBinding(
+            scripted.url, scenario, "scripted", mint=lambda episode, ttl_s: f"token-{episode}"
+        ),
     )
 
 
@@ -88,7 +96,7 @@ async def test_the_candidate_trees_rule_changes_what_the_agent_writes_and_the_ga
     )
     trajectory = tmp_path / "state" / candidate["trajectory"]
     assert MARKER in trajectory.read_text()  # the agent's own event stream, its final message included
-    tagged = [r for r in scripted.received if r.headers.get("x-reef-tag-reef-episode", "").endswith("-candidate")]
+    tagged = [r for r in scripted.received if _credential(r.headers).endswith("-candidate")]
     # the first request is answered with the tool call, a later one carries its result back
     assert len(tagged) >= 2 and {r.path for r in tagged} == {DIALECT_PATH[agent]}
     assert all(r.headers["x-reef-scenario"] == "s" for r in tagged)

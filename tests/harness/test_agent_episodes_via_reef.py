@@ -1,6 +1,6 @@
 """Claude Code, Codex and opencode bound to a real `reef serve` whose upstream is the scripted model: each agent
 speaks its own dialect to Reef, Reef translates it (streamed tool calls included) to the upstream's dialect and
-back, and records every request tagged `reef-episode`.
+back, and records every request tagged `reef-episode` (from the episode's token).
 """
 
 from __future__ import annotations
@@ -10,6 +10,8 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
+from reef.core.episode_tokens import EpisodeKey
+from reef.core.settings import Settings, StorageSettings
 from reef.harness.episodes import AgentEpisodes, ModelBinding
 from reef.learning.evaluation.tasks import parse_task
 from reef.sandbox.bubblewrap import bwrap_available
@@ -48,7 +50,9 @@ async def test_an_agent_speaking_its_own_dialect_reaches_an_upstream_of_another_
     reef = ReefProcess(tmp_path / "state", *flags, "--inference.upstream-model", "scripted").start()
     try:
         episodes = AgentEpisodes(agent, timeout_s=120, sandbox=bwrap_available(), temp_dir=tmp_path)
-        binding = ModelBinding(reef.url, "agents", "scripted", episode_id="e1-task0-candidate")
+        key = EpisodeKey.for_settings(Settings(storage=StorageSettings(dir=tmp_path / "state")))
+        mint = lambda episode, ttl_s: key.mint("agents", episode, ttl_s)  # noqa: E731
+        binding = ModelBinding(reef.url, "agents", "scripted", episode_id="e1-task0-candidate", mint=mint)
         check = parse_task(WRITE_TASK, "task0").check
         result = await episodes.run(CANDIDATE, "Write the answer file.", binding, None, check)
         assert result.error is None, result.stderr_tail

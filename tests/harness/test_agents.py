@@ -1,5 +1,6 @@
 """What each coding agent's episode is given, without running it: its harness and binding inside the episode
-root, in the dialect the agent speaks, with the scenario and the `reef-episode` tag on every request."""
+root, in the dialect the agent speaks, with the scenario on every request (Reef tags them `reef-episode` itself, from
+the episode's token)."""
 
 from __future__ import annotations
 
@@ -42,10 +43,7 @@ def test_claude_code_speaks_anthropic_messages_to_reef_in_a_declared_sandbox(tmp
     env = launch.env
     assert env["ANTHROPIC_BASE_URL"] == "http://127.0.0.1:8080" and env["ANTHROPIC_API_KEY"] == "episode-token"
     assert env["IS_SANDBOX"] == "1" and "--dangerously-skip-permissions" in launch.command
-    assert env["ANTHROPIC_CUSTOM_HEADERS"].splitlines() == [
-        "x-reef-scenario: s",
-        "x-reef-tag-reef-episode: e1-t0-candidate",
-    ]
+    assert env["ANTHROPIC_CUSTOM_HEADERS"].splitlines() == ["x-reef-scenario: s"]
     assert env["ANTHROPIC_MODEL"] == env["ANTHROPIC_SMALL_FAST_MODEL"] == "m"
 
 
@@ -54,7 +52,7 @@ def test_codex_speaks_responses_to_reef_through_a_provider_in_its_config_toml(tm
     config = tomllib.loads((tmp_path / "agent" / "config.toml").read_text())
     provider = config["model_providers"][config["model_provider"]]
     assert provider["base_url"] == "http://127.0.0.1:8080/v1" and provider["wire_api"] == "responses"
-    assert provider["http_headers"] == {"x-reef-scenario": "s", "x-reef-tag-reef-episode": "e1-t0-candidate"}
+    assert provider["http_headers"] == {"x-reef-scenario": "s"}
     assert launch.env[provider["env_key"]] == "episode-token"
     assert (
         "--skip-git-repo-check" in launch.command and (tmp_path / "agent" / "config.toml").stat().st_mode & 0o077 == 0
@@ -70,7 +68,7 @@ def test_opencode_gets_reef_as_a_chat_provider_beside_the_trees_own_settings(tmp
     assert config["theme"] == "dark" and set(config["provider"]) == {"other", "reef"}
     reef = config["provider"]["reef"]
     assert reef["npm"] == "@ai-sdk/openai-compatible" and reef["options"]["baseURL"] == "http://127.0.0.1:8080/v1"
-    assert reef["options"]["headers"]["x-reef-tag-reef-episode"] == "e1-t0-candidate"
+    assert reef["options"]["headers"] == {"x-reef-scenario": "s"}
     assert launch.command[launch.command.index("-m") + 1] == "reef/m"
     assert launch.env["OPENCODE_DISABLE_MODELS_FETCH"] == "1"
 

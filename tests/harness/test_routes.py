@@ -102,7 +102,7 @@ async def test_an_evolution_step_publishes_a_better_tree_and_the_chain_reads_old
     agents = (tmp_path / "home" / ".pi" / "agent" / "AGENTS.md").read_text()
     assert "A: 2" in agents
     models = json.loads((tmp_path / "home" / ".pi" / "agent" / "models.json").read_text())
-    assert models["providers"]["reef"]["baseUrl"] == "http://reef.test/v1"
+    assert models["providers"]["reef"]["baseUrl"] == "http://127.0.0.1:8900/v1"  # reef.host:reef.port, not Host
 
 
 async def test_proposals_are_validated_then_queued(client):

@@ -88,6 +88,7 @@ async def test_a_gate_episodes_requests_over_v1_count_and_other_traffic_does_not
     import httpx
 
     from reef.application.runtime import Runtime
+    from reef.core.episode_tokens import EpisodeKey
     from reef.core.settings import Settings, StorageSettings
     from reef.releases.commit_log import FileCommitLog
     from reef.releases.git import open_release_store
@@ -103,7 +104,8 @@ async def test_a_gate_episodes_requests_over_v1_count_and_other_traffic_does_not
     body = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=edge), base_url="http://reef.test") as http:
         user = await http.post("/v1/chat/completions", json=body, headers={"x-reef-scenario": "ep"})
-        episode_headers = {"x-reef-scenario": "ep", "x-reef-tag-reef-episode": "e1-task-candidate"}
+        token = EpisodeKey.for_settings(settings).mint("ep", "e1-task-candidate", 60)
+        episode_headers = {"x-reef-scenario": "ep", "authorization": f"Bearer {token}"}
         episode = await http.post("/v1/chat/completions", json=body, headers=episode_headers)
     records.close()
     assert user.status_code == episode.status_code == 200

@@ -3,6 +3,7 @@ token, an agent token, an admin token and a gate episode's token."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -10,7 +11,7 @@ import httpx
 import pytest
 from pydantic import SecretStr
 
-from reef.core.episode_tokens import mint_episode_token
+from reef.core.episode_tokens import EpisodeKey, mint_episode_token
 from reef.core.settings import ServerSettings, Settings, StorageSettings
 from tests.fakes.service_app import in_process_client
 
@@ -76,8 +77,8 @@ def _needs(method: str, path: str) -> str:
     return "agent" if (method, path) in AGENT_ROUTES else "admin"
 
 
-async def test_every_route_answers_each_token_as_its_scope_says(http: httpx.AsyncClient) -> None:
-    episode = mint_episode_token([AGENT, ADMIN], ttl_s=60)
+async def test_every_route_answers_each_token_as_its_scope_says(http: httpx.AsyncClient, tmp_path: Path) -> None:
+    episode = EpisodeKey.for_settings(_settings(tmp_path, admin=True)).mint("scoped", "e1", ttl_s=60)
     operations = await _operations(http)
     assert ("POST", "/reef/scenarios/{scenario}/tasks") in operations and len(operations) > 30
     for method, path in operations:
@@ -101,9 +102,11 @@ async def test_every_route_answers_each_token_as_its_scope_says(http: httpx.Asyn
             assert by_episode.status_code not in (401, 403), (where, by_episode.text)
 
 
-async def test_an_expired_or_foreign_episode_token_is_a_401(http: httpx.AsyncClient) -> None:
-    expired = mint_episode_token([AGENT, ADMIN], ttl_s=60, now_s=1_000_000)
-    foreign = mint_episode_token(["another-deployment"], ttl_s=60)
+async def test_an_expired_or_foreign_episode_token_is_a_401(http: httpx.AsyncClient, tmp_path: Path) -> None:
+    key = EpisodeKey.for_settings(_settings(tmp_path, admin=True))
+    key.mint("scoped", "e1", ttl_s=60)
+    expired = mint_episode_token(key.path.read_bytes(), "scoped", "e1", ttl_s=60, now_s=1_000_000)
+    foreign = mint_episode_token(os.urandom(32), "scoped", "e1", ttl_s=60)
     for token in (expired, foreign):
         assert (await _call(http, "GET", "/v1/models", token)).status_code == 401
 

@@ -98,11 +98,9 @@ class Agent(abc.ABC):
 
 
 def scenario_headers(binding: ModelBinding) -> dict[str, str]:
-    """The headers that route an episode's requests to its scenario and tag them `reef-episode`."""
-    headers = {"x-reef-scenario": binding.scenario}
-    if binding.episode_id:
-        headers["x-reef-tag-reef-episode"] = binding.episode_id
-    return headers
+    """The headers that route an episode's requests to its scenario. Reef tags them `reef-episode` itself, from the
+    episode's token (tags under `reef-` are Reef's own: a client that sends one gets a 400)."""
+    return {"x-reef-scenario": binding.scenario}
 
 
 def write_private(path: Path, text: str) -> None:

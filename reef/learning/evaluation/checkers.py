@@ -1,7 +1,8 @@
 """Checkers: score a model's answer to a task in [0, 1].
 
 Built in: `exact` (whitespace-trimmed equality), `contains` (the answer appears in the text), `regex`
-(`re.search` of `pattern`), `numeric` (the last number in the text equals `answer` within `tolerance`), `f1`
+(a search for `pattern`, by RE2 in linear time: `reef.learning.evaluation.patterns`), `numeric` (the last number
+in the text equals `answer` within `tolerance`), `f1`
 (the harmonic mean of word precision and recall against `answer`, after lower-casing and dropping punctuation:
 1 for the same words, partial credit for an answer buried in a sentence; the gate of held-out demonstrations).
 Anything else is `package.module:function`, called as `function(text, task) -> float | bool`.
@@ -18,6 +19,7 @@ from functools import cache
 from typing import Any
 
 from reef.core.errors import BadRequest
+from reef.learning.evaluation.patterns import pattern_matches
 from reef.learning.evaluation.tasks import Task
 
 _WORD = re.compile(r"\w+")
@@ -32,7 +34,7 @@ def check(task: Task, text: str) -> float:
         return float(str(task.answer).strip() in text)
     if task.checker == "regex":
         pattern = task.pattern if task.pattern is not None else str(task.answer)
-        return float(_compiled(pattern).search(text) is not None)
+        return float(pattern_matches(pattern, text))
     if task.checker == "numeric":
         return _numeric(text, task)
     if task.checker == "f1":
@@ -70,11 +72,6 @@ def _score(value: Any) -> float:
     if not math.isfinite(score):
         raise ValueError(f"a checker returned a non-finite score: {value!r}")
     return score
-
-
-@cache
-def _compiled(pattern: str) -> re.Pattern[str]:
-    return re.compile(pattern)
 
 
 @cache

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import re
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +21,7 @@ import orjson
 from reef.core.errors import BadRequest
 from reef.core.path_names import check_path_name
 from reef.learning.evaluation.agent_tasks import AgentCheck, Workspace, parse_check, parse_workspace
+from reef.learning.evaluation.patterns import PatternError, compile_pattern
 from reef.learning.evaluation.ranking import RankedRollout
 
 _BUILTIN_CHECKERS = frozenset({"exact", "contains", "regex", "numeric", "f1", "none"})
@@ -92,8 +92,8 @@ def parse_task(row: dict[str, Any], task_id: str) -> Task:
         raise BadRequest("a numeric task's answer must be a number", field=f"{task_id}.answer")
     if checker == "regex":
         try:
-            re.compile(str(row.get("pattern", row.get("answer"))))
-        except re.error as exc:
+            compile_pattern(str(row.get("pattern", row.get("answer"))))
+        except PatternError as exc:
             raise BadRequest(f"not a regular expression ({exc})", field=f"{task_id}.pattern")
     for index, message in enumerate(messages):
         if not isinstance(message, dict) or not isinstance(message.get("role"), str) or "content" not in message:

@@ -10,7 +10,7 @@ from typing import Any
 from fastapi import APIRouter, Query, Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 
-from reef.core.errors import BadRequest, Forbidden, NotFound
+from reef.core.errors import BadRequest, Conflict, Forbidden, NotFound
 from reef.core.identifiers import RELEASE_ID_PATTERN
 from reef.core.releases import Release
 from reef.harness.catalog import adapter_names, load_adapter
@@ -95,6 +95,8 @@ async def _oldest_first(request: Request, scenario: str) -> list[dict[str, Any]]
     if not runtime.known_scenario(scenario):
         raise NotFound(f"unknown scenario {scenario!r}")
     releases = await asyncio.to_thread(runtime.releases, scenario)
+    if held_scope(request.scope) < Scope.ADMIN:  # pending releases are the reviewer's; the open canary is served
+        releases = [row for row in releases if not row["pending"] or row.get("canary")]
     return [{**row, "artifact_version": row["release_id"]} for row in reversed(releases)]
 
 
@@ -115,6 +117,8 @@ async def install(
     scenario = scenario_of(request)
     chosen = load_adapter(adapter)
     release = await _release(request, scenario, release_id)
+    if release.pending:  # it may hold executable nodes nobody reviewed: nothing installs it, an admin neither
+        raise Conflict(f"release {release.release_id} is pending review; promote it before installing it")
     directory = await asyncio.to_thread(runtime_of(request).release_store.materialize, release)
     files = await asyncio.to_thread(lambda: render(load_tree(directory), chosen))
     script = install_script(
@@ -122,7 +126,7 @@ async def install(
         files,
         release_id=release.release_id,
         scenario=scenario,
-        base_url=str(request.base_url).rstrip("/"),
+        base_url=state_of(request).settings.reef.public_base_url(),  # configured, never the request's Host header
         model=_served_model(request),
     )
     return ShellScript(script, headers={"x-reef-release-id": release.release_id})
@@ -150,8 +154,13 @@ async def propose(request: Request) -> Response:
         if against
         else await asyncio.to_thread(store.head, scenario)
     )
+    if head is not None and head.pending and held_scope(request.scope) < Scope.ADMIN:
+        raise Forbidden(f"release {against} is pending review; proposing against it needs {scope_words(Scope.ADMIN)}")
     directory = await asyncio.to_thread(store.materialize, head) if head is not None else None
-    mutations, reason = await asyncio.to_thread(check_proposal, body, directory)
+    settings = state_of(request).settings
+    # An agent token may touch only the kinds the operator allows (text nodes by default); an admin any kind.
+    kinds = settings.harness.agent_proposal_kinds if held_scope(request.scope) < Scope.ADMIN else None
+    mutations, reason = await asyncio.to_thread(check_proposal, body, directory, kinds)
     queue = ProposalQueue.for_settings(state_of(request).settings)
     proposal = await asyncio.to_thread(queue.append, scenario, mutations, reason, body.get("session"))
     runtime.notify(scenario)

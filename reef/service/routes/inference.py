@@ -5,6 +5,11 @@ just before the terminal frame, which is held back until then.
 
 These are the hot path, so they are plain ASGI handlers dispatched by `EdgeMiddleware` before FastAPI's routing
 (measured: several times the throughput); errors go through the same table (`reef.service.errors`).
+
+Tags under `reef-` are Reef's own: a client that sends `x-reef-tag-reef-…` gets a 400 naming the header. A gate
+episode's requests (those that came with an episode token) are tagged `reef-episode` with the token's episode id,
+and their usage counts against the learner's upstream budget. A pin (`x-reef-release-id`) to a pending release
+other than an open rollout's canary needs the admin scope.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
@@ -20,20 +26,71 @@ import orjson
 from starlette.requests import Request
 from starlette.responses import Response
 
-from reef.core.errors import ReefError
+from reef.core.errors import BadRequest, Forbidden, NotFound, ReefError
 from reef.core.payloads import InferencePayload, TrainingCapture
 from reef.core.records import Record
 from reef.core.scenarios import Dialect
-from reef.inference.base import CompletionStream
+from reef.inference.base import CompletionStream, RequestContext
 from reef.inference.sse import receipt_frames
 from reef.observability import tracing
 from reef.service.deps import json_object, live_scenario, release_pin_of, scenario_of, tags_of
 from reef.service.errors import reef_error_response, unexpected_error_response
+from reef.service.middleware import episode_of, held_scope
+from reef.service.scopes import Scope, scope_words
 from reef.service.state import ServiceState
 
 log = logging.getLogger("reef.service")
 _background: set[asyncio.Task] = set()
 T = TypeVar("T")
+RESERVED_TAG_PREFIX = "reef-"  # tags Reef sets itself (`reef-episode`); never taken from a client
+_MAX_ALLOWED_PINS = 4096
+ROUTED_TIP_TTL_S = 10.0  # how long a pin found routable but in no stored release (a lineage tip) is trusted
+# (scenario, release id) -> until when a non-admin may pin it without a store lookup: forever for a published
+# release (a release never becomes pending), briefly for a lineage tip (a tip is never a pending release either).
+_allowed_pins: dict[tuple[str, str], float] = {}
+
+
+def _client_tags(request: Request) -> dict[str, str]:
+    """The request's `x-reef-tag-*` tags; a 400 naming the header when one is under `reef-` (Reef's own)."""
+    tags = tags_of(request)
+    for name in tags:
+        if name.startswith(RESERVED_TAG_PREFIX):
+            raise BadRequest(f"tags under `{RESERVED_TAG_PREFIX}` are reserved to Reef", field=f"x-reef-tag-{name}")
+    return tags
+
+
+async def _route(
+    state: ServiceState, request: Request, scenario: str, tags: dict[str, str]
+) -> tuple[RequestContext, str | None]:
+    """The request's context and rollout (`route_request`). A pin (`x-reef-release-id`) to a pending release,
+    unreviewed or a canary no longer in a rollout, needs the admin scope (403 otherwise); the open rollout's canary,
+    whose answers agents get anyway, and the learner's lineage tip may be pinned by whoever may call the model.
+    The pin is routed first, so an unknown one is a 404 answered from the serving layer's memory."""
+    pinned = release_pin_of(request)
+    routed = await state.runtime.route_request(scenario, pinned, tags)
+    if pinned is None or held_scope(request.scope) >= Scope.ADMIN or pinned == state.engine.active_release_id(scenario):
+        return routed
+    key = (scenario, pinned)
+    if _allowed_pins.get(key, 0.0) > time.monotonic():
+        return routed
+    try:
+        release = await asyncio.to_thread(state.runtime.release_store.get, scenario, pinned)
+    except NotFound:  # routed, yet in no stored release: the learner's lineage tip
+        _allow_pin(key, time.monotonic() + ROUTED_TIP_TTL_S)
+        return routed
+    if not release.pending:
+        _allow_pin(key, math.inf)
+        return routed
+    rollout = await asyncio.to_thread(state.runtime.rollout, scenario)
+    if rollout.get("state") == "canary" and rollout.get("candidate_release_id") == pinned:
+        return routed
+    raise Forbidden(f"release {pinned} is pending; pinning it needs {scope_words(Scope.ADMIN)}")
+
+
+def _allow_pin(key: tuple[str, str], until: float) -> None:
+    if len(_allowed_pins) >= _MAX_ALLOWED_PINS:
+        _allowed_pins.clear()
+    _allowed_pins[key] = until
 
 
 def _upstream(notes: dict[str, Any] | None, call: Awaitable[T]) -> Awaitable[T]:
@@ -82,15 +139,20 @@ async def _serve(state: ServiceState, request: Request, dialect: Dialect) -> Jso
     started_at = time.time()
     scenario = scenario_of(request)
     body = await json_object(request)
-    tags = tags_of(request)
+    tags = _client_tags(request)
+    episode = episode_of(request.scope)  # the learner's own traffic: a gate episode's request, by its token
+    if episode is not None:
+        tags["reef-episode"] = episode.episode_id
     await live_scenario(state, scenario)
-    ctx, rollout_id = state.runtime.route(scenario, release_pin_of(request), tags)
+    ctx, rollout_id = await _route(state, request, scenario, tags)
     notes = request.scope.get(tracing.SCOPE_NOTES)
     try:
         if body.get("stream") is True:
             # For a stream the upstream latency is the time until it is open (the upstream's response head).
             stream = await _upstream(notes, state.engine.stream(dialect, body, ctx))
-            return _streaming_response(state, dialect, scenario, stream, tags, started_at, rollout_id)
+            return _streaming_response(
+                state, dialect, scenario, stream, tags, started_at, rollout_id, learner=episode is not None
+            )
         completion = await _upstream(notes, state.engine.complete(dialect, body, ctx))
     except Exception as exc:
         if rollout_id is not None and (not isinstance(exc, ReefError) or exc.status >= 500):
@@ -114,7 +176,7 @@ async def _serve(state: ServiceState, request: Request, dialect: Dialect) -> Jso
         training=completion.training,
         rollout_id=rollout_id,
     )
-    await _remember(state, record)
+    await _remember(state, record, learner=episode is not None)
     headers = [(b"x-reef-agent-record-id", record.agent_record_id.encode())]
     if completion.release_id:
         headers.append((b"x-reef-release-id", completion.release_id.encode()))
@@ -145,6 +207,7 @@ def _streaming_response(
     tags: dict[str, str],
     started_at: float,
     rollout_id: str | None = None,
+    learner: bool = False,
 ) -> StreamRelay:
     def record_of(error: str | None = None) -> Record:
         result = stream.result()
@@ -171,7 +234,7 @@ def _streaming_response(
     ]
     if stream.release_id:
         headers.append((b"x-reef-release-id", stream.release_id.encode()))
-    return StreamRelay(state, dialect, stream, record_of, headers)
+    return StreamRelay(state, dialect, stream, record_of, headers, learner)
 
 
 class _ClientLeft(Exception):
@@ -193,12 +256,14 @@ class StreamRelay:
         stream: CompletionStream,
         record_of: Callable[..., Record],
         headers: list[tuple[bytes, bytes]],
+        learner: bool = False,
     ) -> None:
         self.state = state
         self.dialect = dialect
         self.stream = stream
         self.record_of = record_of
         self.headers = headers
+        self.learner = learner  # a gate episode's stream: its usage counts against the learner's budget
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
         stream = self.stream
@@ -233,7 +298,7 @@ class StreamRelay:
                 await send_body(b"".join(held), True)
                 held = []
             record = self.record_of()
-            await _remember(self.state, record)
+            await _remember(self.state, record, self.learner)
             recorded = True
             notes = scope.get(tracing.SCOPE_NOTES)
             if notes is not None:  # a stream's receipt goes in-band, not in a header the middleware sees
@@ -249,7 +314,7 @@ class StreamRelay:
             if not recorded:
                 # The client left or the upstream broke: keep what was produced, marked incomplete.
                 task = asyncio.get_running_loop().create_task(
-                    _record_cut_stream(self.state, self.record_of("stream cut short"))
+                    _record_cut_stream(self.state, self.record_of("stream cut short"), self.learner)
                 )
                 _background.add(task)
                 task.add_done_callback(_background.discard)
@@ -259,23 +324,24 @@ class StreamRelay:
             await stream.aclose()
 
 
-async def _remember(state: ServiceState, record: Record) -> None:
-    """Make an inference record durable and count it.
+async def _remember(state: ServiceState, record: Record, learner: bool = False) -> None:
+    """Make an inference record durable and count it; `learner`: it is a gate episode's (the token said so), and
+    what it spent upstream counts against the learner's budget.
 
     The learner is not woken: only a report can complete a training unit, and reports wake it (it reads the
     inferences they cite then, or at its next poll), so a busy proxy does not keep it pulling record by record.
     """
     await state.records.append_async([record])
     state.metrics.count_records("inference")
-    payload = record.payload or {}
-    if "reef-episode" in (payload.get("tags") or {}):  # a gate episode's request: the learner's own traffic
+    if learner:
+        payload = record.payload or {}
         usage = payload.get("usage") or (payload.get("response") or {}).get("usage")
         state.runtime.count_learner_usage(record.scenario, usage)
 
 
-async def _record_cut_stream(state: ServiceState, record: Record) -> None:
+async def _record_cut_stream(state: ServiceState, record: Record, learner: bool = False) -> None:
     try:
-        await _remember(state, record)
+        await _remember(state, record, learner)
     except Exception:
         log.exception("could not record a cut stream of scenario %s", record.scenario)
 
@@ -283,8 +349,9 @@ async def _record_cut_stream(state: ServiceState, record: Record) -> None:
 async def _count_tokens(state: ServiceState, request: Request) -> Response:
     scenario = scenario_of(request)
     body = await json_object(request)
+    tags = _client_tags(request)
     await live_scenario(state, scenario)
-    ctx, _ = state.runtime.route(scenario, release_pin_of(request), tags_of(request))
+    ctx, _ = await _route(state, request, scenario, tags)
     counted = await state.engine.count_tokens(body, ctx)
     return Response(orjson.dumps(counted), media_type="application/json")
 
