@@ -59,9 +59,10 @@ class ServerSettings(Section):
     )
     allowed_hosts: list[str] = Field(
         default_factory=list,
-        description="Host names a server with no token answers to besides localhost, 127.0.0.1, [::1] and "
-        "reef.host (e.g. the public name of a proxy in front); another Host is a 421, and a POST/PUT/PATCH/DELETE "
-        "from a web page at a name not listed is a 403. `*`: any. A server with tokens checks neither.",
+        description="Host names a server with no token answers to besides localhost, 127.0.0.1, [::1], reef.host "
+        "and the host of reef.public_url (e.g. another name of a proxy in front); another Host is a 421, and a "
+        "POST/PUT/PATCH/DELETE from a web page at a name not listed is a 403. `*`: any. A server with tokens checks "
+        "neither.",
     )
     log_level: Literal["debug", "info", "warning", "error"] = Field("info", description="The server's log level.")
     workers: int = Field(

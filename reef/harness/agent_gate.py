@@ -138,8 +138,8 @@ class AgentEvaluator(Evaluator):
         if unreviewed and not self.episodes.sandboxed():
             # Model-written code runs only inside an isolating sandbox, whatever sandbox.allow_unsandboxed says.
             raise SandboxRefused(
-                f"the candidate holds unreviewed extension/command nodes {unreviewed}: they are gated only inside an "
-                "isolating sandbox (bubblewrap), even with sandbox.allow_unsandboxed"
+                f"the candidate holds unreviewed nodes that run or permit things {unreviewed}: they are gated only "
+                "inside an isolating sandbox (bubblewrap), even with sandbox.allow_unsandboxed"
             )
         evaluation_id = uuid.uuid4().hex[:12]
 

@@ -68,27 +68,6 @@ async def _relay(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> 
             writer.close()
 
 
-@contextlib.asynccontextmanager
-async def unix_bridge(socket_path: Path, host: str, port: int):  # type: ignore[no-untyped-def]
-    """While open, connections to `socket_path` are relayed to `host:port`."""
-
-    async def on_connect(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            up_reader, up_writer = await asyncio.open_connection(host, port)
-        except OSError:
-            writer.close()
-            return
-        await asyncio.gather(_relay(reader, up_writer), _relay(up_reader, writer))
-
-    server = await asyncio.start_unix_server(on_connect, path=str(socket_path))
-    try:
-        yield socket_path
-    finally:
-        server.close()
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(server.wait_closed(), 2)
-
-
 MAX_HEAD_BYTES = 64 * 1024  # a request head (request line and headers) longer than this ends the connection
 _REPLACED = frozenset({b"authorization", b"proxy-authorization", b"x-api-key", b"x-reef-scenario"})
 _FORBIDDEN = (

@@ -4,15 +4,16 @@ the content type of a request body.
 A server with no token answers whoever reaches its port, and a browser reaches loopback ports for any web page:
 through DNS rebinding (a page's own name made to resolve to 127.0.0.1, so its scripts read Reef's answers) or with a
 cross-site "simple" request (a form or `fetch` posting `text/plain`, which needs no CORS preflight). So a server with
-no token answers only Hosts it knows (the loopback names, `reef.host`, `reef.allowed_hosts`, and the address the
-connection reached) and refuses a state-changing request from a page of another origin. On every server a request
-body of a state-changing method must be JSON (or JSON lines where a route takes them): a browser cannot send such a
-body across sites without a CORS preflight, which Reef never grants. A server with tokens skips the Host and Origin
-checks: a browser holds no token for another site's page to use.
+no token answers only Hosts it knows (the loopback names, `reef.host`, `reef.allowed_hosts`, the host of
+`reef.public_url` and the address the connection reached) and refuses a state-changing request from a page of another
+origin. On every server a request body of a state-changing method must be JSON (or JSON lines where a route takes
+them): a browser cannot send such a body across sites without a CORS preflight, which Reef never grants. A server
+with tokens skips the Host and Origin checks: a browser holds no token for another site's page to use.
 """
 
 from __future__ import annotations
 
+import urllib.parse
 from collections.abc import Iterable
 from typing import NamedTuple
 
@@ -78,7 +79,8 @@ class RequestGuard:
     def for_settings(cls, server: ServerSettings) -> RequestGuard:
         """The guard of a deployment: browser checks on when it has no token at all."""
         checks = not server.all_tokens() and not server.all_admin_tokens()
-        return cls(server.allowed_hosts, server.host, checks_browsers=checks)
+        public = [urllib.parse.urlsplit(server.public_url).netloc] if server.public_url else []
+        return cls([*server.allowed_hosts, *public], server.host, checks_browsers=checks)
 
     def refusal(self, scope: dict) -> Refusal | None:
         """Why the request is refused, or None to let it through."""

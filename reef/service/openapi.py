@@ -4,7 +4,7 @@ FastAPI describes the `/reef/*` routes from their signatures. It does not see th
 serves them as plain ASGI handlers before FastAPI routes anything. This module adds them (described in
 `openapi_inference`). It also adds what the
 edge does for every route, outside any signature: bearer tokens (401) and their scopes (403; the scope a route
-needs is its `x-reef-scope`), the body limit (413), the scenario header
+needs is its `x-reef-scope`), the body limit (413), JSON bodies only (415), the Host check (421), the scenario header
 some routes read, and the error shape Reef answers with (400, where FastAPI would say 422).
 docs/reference/http-api.md is the reader's version; tests/service/test_api_document.py keeps the two in step.
 """
@@ -58,6 +58,8 @@ _STATUS_TEXT = {
     404: "Unknown scenario, record or release",
     409: "Conflict: the same id with other content, a release that cannot be restored, a busy or paused learner",
     413: "The body is larger than `reef.max_body_bytes`",
+    415: "A state-changing request's body is not JSON (`content-type: application/json`)",
+    421: "A server with no token does not answer to this Host; add the name to `reef.allowed_hosts`",
     502: "The upstream provider failed (5xx) or could not be reached",
     503: "The local engine's queue is full; retry after `retry-after` seconds",
     504: "The upstream provider did not answer within `inference.timeout_s`",
@@ -191,5 +193,7 @@ def _complete_operation(method: str, path: str, operation: dict[str, Any]) -> No
     if key in _CONFLICT_ROUTES:
         statuses.append(409)
     if operation.get("requestBody"):
-        statuses.append(413)
+        statuses += [413, 415]
+    if path != "/healthz":
+        statuses.append(421)
     responses.update(_errors(*statuses))

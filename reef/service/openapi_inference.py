@@ -286,7 +286,7 @@ def _inference_operation(
         "tags": ["inference"],
         "summary": summary,
         "operationId": path.strip("/").replace("/", "_") + "_" + method,
-        "responses": {"200": ok, **errors(401)},
+        "responses": {"200": ok, **errors(401, 421)},
     }
     if request is None:  # GET /v1/models: no scenario, no body
         return operation
@@ -299,7 +299,7 @@ def _inference_operation(
         ok["content"]["text/event-stream"] = {"schema": _STREAM_EVENTS[path]}
     operation["parameters"] = [SCENARIO_HEADER, *_RELEASE_HEADERS]
     operation["requestBody"] = {"required": True, "content": {"application/json": {"schema": _ref(request)}}}
-    operation["responses"].update(errors(400, 401, 404, 413, 502, 503, 504))
+    operation["responses"].update(errors(400, 401, 403, 404, 413, 415, 421, 502, 503, 504))
     return operation
 
 

@@ -75,6 +75,15 @@ async def test_allowed_hosts_adds_names_and_a_star_allows_any(tmp_path: Path):
         assert (await http.get("/reef/status", headers={"host": "other.example.org"})).status_code == 200
 
 
+async def test_the_public_urls_host_is_answered_and_its_pages_may_post(tmp_path: Path):
+    async for http in _client(tmp_path, public_url="https://reef.example.org"):
+        assert (await http.get("/reef/status", headers={"host": "reef.example.org"})).status_code == 200
+        headers = {"host": "reef.example.org", "origin": "https://reef.example.org", "content-type": "application/json"}
+        response = await http.post("/reef/scenarios/public/tasks", headers=headers, content=json.dumps(TASKS))
+        assert response.status_code == 201, response.text
+        assert (await http.get("/reef/status", headers={"host": "other.example.org"})).status_code == 421
+
+
 async def test_reef_host_is_answered_unless_it_is_a_wildcard(tmp_path: Path):
     async for http in _client(tmp_path / "a", host="10.1.2.3", allow_unauthenticated=True):
         assert (await http.get("/reef/status", headers={"host": "10.1.2.3:8900"})).status_code == 200
