@@ -69,6 +69,13 @@ def clear():
 def others():
     return [p for p in os.listdir("/proc") if p.isdigit() and int(p) not in (1, os.getpid())]
 
+def in_own_pid_namespace():
+    # bubblewrap's reaper is this namespace's pid 1 and the runner's parent: only there does -1 mean this sandbox.
+    try:
+        return os.getppid() == 1 and open("/proc/1/comm").read().strip() == "bwrap"
+    except OSError:
+        return False
+
 if not private() and sandboxed:
     report("!the evaluator's processes cannot be made private (prctl PR_SET_DUMPABLE failed)")
     sys.exit(0)
@@ -83,7 +90,7 @@ child.stdin.close()
 with os.fdopen(read_end, "rb") as pipe:
     result = pipe.read()
 code = child.wait()
-if sandboxed and os.getppid() == 1:  # inside bubblewrap's PID namespace, where -1 means this sandbox only
+if sandboxed and in_own_pid_namespace():
     clear()
 if code < 0:
     os.kill(os.getpid(), -code)
