@@ -137,7 +137,7 @@ async def test_a_candidate_with_unreviewed_extension_nodes_is_never_gated_outsid
     evaluator = gate(tmp_path, fake_pi, [{"prompt": "hello", "check": {"file": "x", "contains": "y"}}])
     extended = HarnessTree.of([*SERVING.nodes, Node("ext", "extension", {"name": "ext", "text": "export {}"})])
     write_tree(extended, tmp_path / "extended")
-    with pytest.raises(SandboxRefused, match="unreviewed extension/command nodes"):
+    with pytest.raises(SandboxRefused, match="unreviewed nodes that run or permit things"):
         await evaluator.paired_scores("s", tmp_path / "extended", "rel_serving")
     assert not (tmp_path / "state" / "episodes").exists()  # no episode ran
 
