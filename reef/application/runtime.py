@@ -192,7 +192,8 @@ class Runtime:
         return await self.rollouts.act(scenario, action)
 
     def validate_report(self, scenario: str, report: dict[str, Any]) -> None:
-        """Check a report against the recipe's schema; raises BadRequest naming the field."""
+        """Check a report's fields the recipe reads; raises BadRequest naming a malformed one (a report lacking
+        what the recipe trains from passes, and is skipped when batches are built)."""
         self.recipe.validate_report(report)
 
     async def archive(self, scenario: str, limit: int) -> dict[str, Any]:

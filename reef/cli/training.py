@@ -108,7 +108,7 @@ def run_training(args: argparse.Namespace) -> int:
         f"ready {contract.get('ready')} of a batch of {contract.get('batch_size')}",
         f"gate {gate.get('source')} ({gate.get('tasks')} tasks){waiting}",
         f"requested step {requested['step_id']} ({requested['state']})" if requested else "no step requested",
-        f"report fields required: {', '.join((contract.get('report_schema') or {}).get('required') or []) or 'none'}",
+        f"reports: {(contract.get('report_schema') or {}).get('description') or 'any well-formed report'}",
     ]
     Console().print("\n".join(lines), highlight=False)
     return 0

@@ -2,6 +2,8 @@
 
 A trace is a JSON-able dict: `messages` (the request's conversation), `answer` (the model's text), `score`,
 `feedback` (string or object, opaque), `expected` (a correct answer when the report names one) and `record_ids`.
+A report that cites nothing and carries no `feedback` gives no trace: it is counted as skipped (`no_references`)
+and consumed with the next batch.
 """
 
 from __future__ import annotations
@@ -54,6 +56,8 @@ class TraceProcessor(Processor):
 
     def __init__(self, batch_size: int = 8) -> None:
         self.batch_size = batch_size
+        self.skipped: collections.Counter[str] = collections.Counter()
+        self._skipped_ids: list[str] = []
         self._inferences: collections.OrderedDict[str, dict[str, Any]] = collections.OrderedDict()
         self._ready: list[dict[str, Any]] = []
         self._reserved: dict[str, list[dict[str, Any]]] = {}
@@ -79,6 +83,9 @@ class TraceProcessor(Processor):
                 self._waiting.setdefault(ref, []).append((payload, record.agent_record_id))
         if not references and payload.get("feedback") is not None:
             self._ready.append(trace_of({}, payload, [record.agent_record_id]))
+        elif not references:  # a score about nothing it can show a method: nothing to learn from
+            self.skipped["no_references"] += 1
+            self._skipped_ids.append(record.agent_record_id)
 
     def wanted(self) -> list[str]:
         return list(self._waiting)
@@ -92,7 +99,8 @@ class TraceProcessor(Processor):
         samples, self._ready = self._ready[: self.batch_size], self._ready[self.batch_size :]
         batch_id = "batch_" + uuid.uuid4().hex[:12]
         self._reserved[batch_id] = samples
-        record_ids = sorted({rid for sample in samples for rid in sample["record_ids"]})
+        record_ids = sorted({rid for sample in samples for rid in sample["record_ids"]} | set(self._skipped_ids))
+        self._skipped_ids = []
         return Batch(batch_id=batch_id, samples=samples, record_ids=record_ids)
 
     def acknowledge(self, batch_id: str) -> None:

@@ -113,6 +113,12 @@ class Processor(abc.ABC):
         """The held-out reports as gate task rows (`{"id", "messages", "checker", "answer", …}`), oldest first."""
         return []
 
+    def held_out_rule(self) -> str | None:
+        """Which reports `hold_out` can make gate tasks of, in words for the learner's status (e.g. "reports with
+        metadata.demonstration that cite a chat request"); None when it holds none out (then the gate needs tasks
+        of the scenario's own)."""
+        return None
+
     def observe(self, record: Record) -> None:  # noqa: B027 - optional hook
         """See a record that a committed step already consumed, as history only (a session's earlier turn): it is
         never trained on again."""
@@ -249,10 +255,13 @@ class Recipe(abc.ABC):
         )
 
     def validate_report(self, report: dict[str, Any]) -> None:  # noqa: B027 - optional hook
-        """Raise BadRequest naming the field if a report body lacks what this recipe needs."""
+        """Raise BadRequest naming the field if a field this recipe reads is malformed (a demonstration that is not
+        text, a grid cell that is not whole). A report that merely lacks what the recipe trains from is well-formed:
+        it is stored, and the processor skips it, counting the reason (`skipped_counts`)."""
 
     def report_schema(self) -> dict[str, Any]:
-        """The JSON Schema of a report this recipe takes (as `validate_report` checks it)."""
+        """The JSON Schema of a report this recipe takes (as `validate_report` checks it), with what it trains from
+        as its `description`."""
         from reef.learning.report_schema import REPORT_SCHEMA
 
         return REPORT_SCHEMA

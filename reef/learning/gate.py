@@ -121,28 +121,33 @@ class ScenarioGate:
         """Why no candidate could be judged now (too little to judge on, for a policy that needs scores), or None."""
         if not self.uses_tasks or self.always_accepts:
             return None
-        return self._blocker_for(self.tasks(processor))
+        return self._blocker_for(self.tasks(processor), processor)
 
-    def _blocker_for(self, gate: GateTasks) -> str | None:
+    def _blocker_for(self, gate: GateTasks, processor: Processor | None) -> str | None:
+        """What the learner waits for, saying exactly what would give the gate tasks: the scenario's own, or the
+        reports its recipe holds out (only those its processor can turn into gate tasks)."""
         if self.always_accepts:
             return None
         every = self.sources.settings.evaluation.holdout_every
-        split = (
-            f"or send reports with a known answer or a score on a captured rollout (about one in {every} is held "
-            "out for the gate)"
-            if every
-            else "(evaluation.holdout_every is 0: no report is held out)"
-        )
-        if not gate.size():
-            return (
-                f"no gate tasks for scenario {self.scenario!r}: post them to /reef/scenarios/{self.scenario}/tasks, "
-                f"set evaluation.tasks, {split}; not training"
+        rule = processor.held_out_rule() if processor is not None else None
+        where = f"post them to /reef/scenarios/{self.scenario}/tasks or set evaluation.tasks"
+        if not every:
+            split = f"{where} (evaluation.holdout_every is 0: no report is held out)"
+        elif rule is None:
+            split = f"{where} (this recipe holds no report out for the gate)"
+        else:
+            split = (
+                f"post them to /reef/scenarios/{self.scenario}/tasks, set evaluation.tasks, or send {rule} "
+                f"(about one in {every} is held out for the gate)"
             )
+        if not gate.size():
+            return f"no gate tasks for scenario {self.scenario!r}: {split}; not training"
         minimum = self.sources.settings.evaluation.holdout_min_tasks
         if gate.source == "held_out" and gate.size() < minimum:
             return (
                 f"the held-out split of scenario {self.scenario!r} gives fewer than {minimum} paired scores "
-                f"(evaluation.holdout_min_tasks); waiting for more held-out reports"
+                f"(evaluation.holdout_min_tasks); waiting for more {rule or 'held-out reports'} (about one in {every} "
+                "is held out)"
             )
         return None
 
@@ -158,5 +163,5 @@ class ScenarioGate:
             "scoring": self.sources.settings.evaluation.scoring,
             "holdout_every": 0 if own else self.sources.settings.evaluation.holdout_every,
             "holdout_min_tasks": self.sources.settings.evaluation.holdout_min_tasks,
-            "waiting": self._blocker_for(gate),
+            "waiting": self._blocker_for(gate, processor),
         }

@@ -1,7 +1,8 @@
 """The JSON Schema of a `POST /reef/report` body, and a recipe's additions to it (GET /reef/scenarios/{s}/contract).
 
-The server validates reports itself (the edge's model, then the recipe's `validate_report`); the schema tells a
-client in advance what its recipe needs, in a form any JSON Schema validator reads.
+The server validates reports itself (the edge's model, then the recipe's `validate_report`, which refuses only a
+malformed field); the schema tells a client in advance what the server accepts and, in its `description`, what the
+recipe trains from, in a form any JSON Schema validator reads.
 """
 
 from __future__ import annotations
@@ -36,19 +37,37 @@ def report_schema(
     metadata: dict[str, Any] | None = None,
     score: dict[str, Any] | None = None,
     feedback: dict[str, Any] | None = None,
+    trains_from: str | None = None,
 ) -> dict[str, Any]:
-    """The report schema with top-level `required` fields, required `metadata` properties (`{name: schema}`), and
-    narrower `score` / `feedback` rules. A recipe that skips a report without `references` (it has nothing to
-    train on) lists them as required: the server accepts such a report, but it teaches nothing."""
+    """The report schema with the shapes of the `metadata` properties a recipe reads (`{name: schema}`), narrower
+    `score` / `feedback` rules, top-level `required` fields (a custom recipe's; the built-in ones require nothing)
+    and, as the schema's `description`, what the recipe trains from.
+
+    A schema describes what the server accepts. A report lacking what the recipe trains from is well-formed: it is
+    stored, and the recipe's processor skips it, counting the reason in `/reef/status` (`skipped`)."""
     schema = copy.deepcopy(REPORT_SCHEMA)
     properties = schema["properties"]
+    if trains_from:
+        schema["description"] = trains_from
     if score:
         properties["score"].update(score)
     if feedback:
         properties["feedback"] = feedback
     if metadata:
-        properties["metadata"].update({"properties": metadata, "required": sorted(metadata)})
-        required = (*required, "metadata")
+        properties["metadata"]["properties"] = metadata
     if required:
         schema["required"] = sorted(set(required))
+    return schema
+
+
+def with_grid_cell(schema: dict[str, Any], cell: tuple[str, ...], required: tuple[str, ...]) -> dict[str, Any]:
+    """`schema` where a report that claims a grid cell (its metadata names any of `cell`) must be a whole one: every
+    `cell` key in its metadata and the top-level `required` fields (a discovery grid is incomplete without them).
+    A report that claims no cell is taken as it is, and the recipe skips it."""
+    claims = {"anyOf": [{"required": [key]} for key in cell]}
+    whole: dict[str, Any] = {"required": list(required), "properties": {"metadata": {"required": list(cell)}}}
+    if "references" in required:
+        whole["properties"]["references"] = {"minItems": 1}
+    schema["if"] = {"properties": {"metadata": claims}, "required": ["metadata"]}
+    schema["then"] = whole
     return schema

@@ -7,6 +7,9 @@ sent as `x-reef-tag-group`). When `group_size` (k, default 4) members have arriv
 
 Loss: the same clipped surrogate as `rl` (`reef.training.losses.clipped_policy_loss`) against the
 recorded rollout log-probs. A batch holds max(1, batch_size // k) groups.
+
+Every well-formed report is accepted; one that cannot join a group is stored and skipped, counted by reason:
+`no_score`, `no_references`, `no_training_capture`, `no_group`.
 """
 
 from __future__ import annotations
@@ -20,8 +23,7 @@ from reef.core.capabilities import Capability
 from reef.core.payloads import PolicySample
 from reef.core.records import Record
 from reef.learning.report_schema import report_schema
-from reef.recipes.reports import ReportJoiningProcessor, Rollout
-from reef.recipes.rl import require_score
+from reef.recipes.reports import ReportJoiningProcessor, Rollout, score_of
 from reef.recipes.weights import ON_POLICY_NEEDS, PolicyGradientConfig, WeightsRecipe
 
 
@@ -45,6 +47,10 @@ class GRPOProcessor(ReportJoiningProcessor):
     def join(self, report: Record, rollouts: list[Rollout]) -> None:
         payload = report.payload or {}
         record_ids = [report.agent_record_id, *(r.record_id for r in rollouts)]
+        score = score_of(report)
+        if score is None:
+            self.skip(record_ids, "no_score")
+            return
         usable = [(r, s) for r, s in ((r, r.policy_sample()) for r in rollouts) if s is not None]
         if not usable:
             self.skip(record_ids, "no_training_capture" if rollouts else "no_references")
@@ -55,7 +61,7 @@ class GRPOProcessor(ReportJoiningProcessor):
             self.skip(record_ids, "no_group")
             return
         members = self._groups.setdefault(str(group), [])
-        members.append((record_ids, sample, float(payload["score"])))
+        members.append((record_ids, sample, score))
         if len(members) < self.group_size:
             return
         del self._groups[str(group)]
@@ -87,12 +93,13 @@ class GRPORecipe(WeightsRecipe):
     config_model: ClassVar[type[GRPOConfig]] = GRPOConfig
     recipe_config: GRPOConfig
 
-    def validate_report(self, report: dict[str, Any]) -> None:
-        require_score(report)
-
     def report_schema(self) -> dict[str, Any]:
         # The group may come from the cited inference's `x-reef-tag-group` instead of `metadata.group`.
-        return report_schema(required=("score", "references"))
+        return report_schema(
+            trains_from="grpo trains from scored reports on captured rollouts, in groups (metadata.group or the "
+            "cited inference's group tag); any other well-formed report is stored and skipped (no_score, "
+            "no_references, no_training_capture, no_group)"
+        )
 
     def processor(self) -> GRPOProcessor:
         group_size = self.recipe_config.group_size

@@ -112,7 +112,12 @@ class HarnessRecipe(Recipe):
         return TraceProcessor(self.settings.learning.batch_size)
 
     def report_schema(self) -> dict[str, Any]:
-        return report_schema(score={"minimum": 0.0, "maximum": 1.0} if self.recipe_config.strict_scores else None)
+        return report_schema(
+            score={"minimum": 0.0, "maximum": 1.0} if self.recipe_config.strict_scores else None,
+            trains_from=f"{self.name} learns from traces: the inferences a report cites, with its score, feedback and "
+            "any correct answer it names; a report that cites nothing and carries no feedback is stored and skipped "
+            "(no_references)",
+        )
 
     def validate_report(self, report: dict[str, Any]) -> None:
         score = report.get("score")

@@ -12,7 +12,8 @@ like the student (or with `metadata.teacher_context` through `context_template`)
 
 Report: `references` citing the rollout(s); a `score` is stored, not used. With `accept_multi_turn`, a report
 citing several receipts of one conversation trains them as one multi-turn sample (`multi_turn_sample`); without
-it, only the first cited receipt is trained on.
+it, only the first cited receipt is trained on. Every well-formed report is accepted; one it cannot train from is
+stored and skipped, counted by reason (`no_references`, `no_training_capture`, `no_messages`).
 """
 
 from __future__ import annotations
@@ -26,7 +27,6 @@ from reef.core.records import Record
 from reef.learning.report_schema import report_schema
 from reef.recipes.distillation import DistillationConfig, DistillationRecipe, Divergence, text_field
 from reef.recipes.reports import ReportJoiningProcessor, Rollout
-from reef.recipes.sdft import require_references
 
 
 def multi_turn_sample(samples: list[dict[str, Any]]) -> dict[str, Any] | None:
@@ -106,13 +106,11 @@ class OPDRecipe(DistillationRecipe):
     config_model: ClassVar[type[OPDConfig]] = OPDConfig
     recipe_config: OPDConfig
 
-    def validate_report(self, report: dict[str, Any]) -> None:
-        require_references(report)
-
     def report_schema(self) -> dict[str, Any]:
-        schema = report_schema(required=("references",))
-        schema["properties"]["references"]["minItems"] = 1
-        return schema
+        return report_schema(
+            trains_from="opd trains from the captured rollout(s) a report cites (a score is stored, not used); any "
+            "other well-formed report is stored and skipped (no_references, no_training_capture, no_messages)"
+        )
 
     def processor(self) -> OPDProcessor:
         return OPDProcessor(self.settings.learning.batch_size, self)

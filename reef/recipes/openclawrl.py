@@ -16,6 +16,8 @@ which overrides the judge's vote); `batch_size` units make a batch. The loss
 with T the frozen base (`teacher: self`) shown the hints (`context_template`), the divergence over the student's
 top-k (`top_k`, `divergence`), on the turns that have a hint; each term is logged per step (`loss_rl`, `loss_opd`).
 A turn whose session expires (`session_ttl_s` idle) before its next state comes is consumed untrained.
+Every well-formed report is accepted: one citing no receipt is stored and skipped (`no_references`), one citing a
+turn this processor does not hold (trained already, or not a chat turn) `turn_not_held`.
 """
 
 from __future__ import annotations
@@ -38,7 +40,6 @@ from reef.learning.base import Batch, FeedbackSource, Processor
 from reef.learning.report_schema import report_schema
 from reef.recipes.distillation import DistillationConfig, DistillationRecipe
 from reef.recipes.reports import Rollout
-from reef.recipes.sdft import require_references
 
 MAX_HELD_TURNS = 20_000
 
@@ -119,8 +120,11 @@ class OpenClawRLProcessor(Processor):
 
     def _report(self, record: Record) -> None:
         cited = record.references()
-        turn_id = cited[0] if cited else None
-        if turn_id is None or turn_id not in self._turns or turn_id in self._reserved_turns():
+        if not cited:  # it speaks of no turn: nothing to score
+            self._skip([record.agent_record_id], "no_references")
+            return
+        turn_id = cited[0]
+        if turn_id not in self._turns or turn_id in self._reserved_turns():
             # The turn was trained (consumed) already, or is not a chat turn: the report is consumed untrained.
             self._skip([record.agent_record_id], "turn_not_held")
             return
@@ -275,7 +279,6 @@ class OpenClawRLRecipe(DistillationRecipe):
         return sample
 
     def validate_report(self, report: dict[str, Any]) -> None:
-        require_references(report)
         metadata = report.get("metadata")
         if isinstance(metadata, dict) and VERDICT_KEY in metadata:
             raise BadRequest("metadata.judge is written by Reef's judge, not by clients", field="metadata.judge")
@@ -284,8 +287,11 @@ class OpenClawRLRecipe(DistillationRecipe):
             raise BadRequest("score must be a number (it overrides the judge's vote)", field="score")
 
     def report_schema(self) -> dict[str, Any]:
-        schema = report_schema(required=("references",))
-        schema["properties"]["references"]["minItems"] = 1
+        schema = report_schema(
+            trains_from="openclawrl trains from the chat turns themselves, judged by their next state; a report's "
+            "score on the turn it cites overrides the judge's vote (a report citing nothing is stored and skipped: "
+            "no_references)"
+        )
         schema["properties"]["score"]["description"] = "optional: overrides the judge's vote on the cited turn"
         return schema
 

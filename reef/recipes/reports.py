@@ -19,6 +19,7 @@ from __future__ import annotations
 import abc
 import collections
 import dataclasses
+import math
 import uuid
 from typing import Any
 
@@ -96,6 +97,13 @@ def _answer_text(response: Any) -> str | None:
     return content if isinstance(content, str) else None
 
 
+def score_of(report: Record) -> float | None:
+    """A report's score when it is a finite number, else None (a report without one: the recipe skips it, or an
+    imported report stored as given)."""
+    score = report.score()
+    return float(score) if score is not None and math.isfinite(score) else None
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class Unit:
     """One training unit: its samples and every record it consumes."""
@@ -137,6 +145,11 @@ class ReportJoiningProcessor(Processor):
 
     def gate_tasks(self) -> list[dict[str, Any]]:
         return list(self._gate_rows)
+
+    @property
+    def holds_rollouts(self) -> bool:
+        """Whether scored rollouts may be held out for the ranking gate (the engine scores given tokens)."""
+        return self._hold_rollouts
 
     def ingest(self, record: Record) -> None:
         if record.request_type == "inference":

@@ -11,7 +11,8 @@ Loss (`reef.training.losses.clipped_policy_loss`), per completion token t of the
 
 The recorded log-probs come from the local engine's capture (`payload.training`); a cited record without it
 cannot be learned from and is skipped (counted in `processor.skipped["no_training_capture"]`).
-Report: `score` (required) and `references`. The baseline restarts from the unconsumed records after a restart.
+Report: `score` and `references`. Every well-formed report is accepted; one without a score is stored and skipped
+(`no_score`), one citing nothing `no_references`. The baseline restarts from the unconsumed records after a restart.
 With no gate tasks of its own, a scenario holds out some scored reports as ranked rollouts: the gate asks whether
 the candidate ranks them by score better than the serving release (`reef.learning.evaluation.ranking`).
 """
@@ -28,14 +29,21 @@ from reef.core.capabilities import Capability
 from reef.core.errors import BadRequest
 from reef.core.records import Record
 from reef.learning.report_schema import report_schema
-from reef.recipes.reports import ReportJoiningProcessor, Rollout
+from reef.recipes.reports import ReportJoiningProcessor, Rollout, score_of
 from reef.recipes.weights import ON_POLICY_NEEDS, PolicyGradientConfig, WeightsRecipe
+
+TRAINS_FROM = (
+    "rl trains from a score on the cited captured rollout(s); any other well-formed report is stored and skipped "
+    "(no_score, no_references, no_training_capture)"
+)
 
 
 def require_score(report: dict[str, Any]) -> None:
+    """Refuse (BadRequest naming `score`) a report without a finite score: for a report that claims a grid cell of a
+    discovery recipe, whose grid is incomplete without it."""
     score = report.get("score")
     if isinstance(score, bool) or not isinstance(score, int | float) or not math.isfinite(score):
-        raise BadRequest("this recipe needs a finite numeric score", field="score")
+        raise BadRequest("a grid cell needs its finite numeric score", field="score")
 
 
 class RunningBaseline:
@@ -79,18 +87,27 @@ class RLProcessor(ReportJoiningProcessor):
 
     def join(self, report: Record, rollouts: list[Rollout]) -> None:
         record_ids = [report.agent_record_id, *(r.record_id for r in rollouts)]
+        score = score_of(report)
+        if score is None:
+            self.skip(record_ids, "no_score")
+            return
         samples = [s for s in (r.policy_sample() for r in rollouts) if s is not None]
         if not samples:
             self.skip(record_ids, "no_training_capture" if rollouts else "no_references")
             return
-        advantage = self.baseline_for(report).advantage(float((report.payload or {})["score"]))
+        advantage = self.baseline_for(report).advantage(score)
         self.add_unit(record_ids, [{**s, "advantage": advantage} for s in samples])
+
+    def held_out_rule(self) -> str | None:
+        # Ranked rollouts need an engine that scores given tokens (the embedded one).
+        return "scored reports that cite one captured rollout" if self.holds_rollouts else None
 
     def gate_task(self, report: Record, rollouts: list[Rollout]) -> dict[str, Any] | None:
         """A held-out scored rollout for the ranking gate (`reef.learning.evaluation.ranking`), compared within its
         `metadata[baseline_by]` group; None when the report cites anything but one captured rollout."""
         sample = rollouts[0].policy_sample() if len(rollouts) == 1 else None
-        if sample is None:
+        score = score_of(report)
+        if sample is None or score is None:
             return None
         payload = report.payload or {}
         group = (payload.get("metadata") or {}).get(self.baseline_by) if self.baseline_by else None
@@ -99,7 +116,7 @@ class RLProcessor(ReportJoiningProcessor):
             "checker": "ranking",
             "prompt_ids": sample["prompt_ids"],
             "completion_ids": sample["completion_ids"],
-            "score": float(payload["score"]),
+            "score": score,
             "group": None if group is None else str(group),
         }
 
@@ -124,11 +141,8 @@ class RLRecipe(WeightsRecipe):
     config_model: ClassVar[type[RLConfig]] = RLConfig
     recipe_config: RLConfig
 
-    def validate_report(self, report: dict[str, Any]) -> None:
-        require_score(report)
-
     def report_schema(self) -> dict[str, Any]:
-        return report_schema(required=("score", "references"))
+        return report_schema(trains_from=TRAINS_FROM)
 
     def processor(self) -> RLProcessor:
         config = self.recipe_config

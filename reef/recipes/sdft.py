@@ -13,6 +13,9 @@ by context rather than foreign text, SDFT is reported to forget less of what the
 Report: `metadata.teacher_context` (a string) or `metadata.demonstration` (a string, or `{"content": …}`), and
 `references` citing the answered inference (the first is used; it needs the local engine's token capture and
 chat messages). One unit per report. A held-out report with a `demonstration` becomes a gate task (`f1`).
+Every well-formed report is accepted; one it cannot train from is stored and skipped, counted by reason
+(`no_context`, `no_references`, `no_training_capture`, `no_messages`). Only a context field that is there but not
+a non-empty string is refused.
 """
 
 from __future__ import annotations
@@ -28,6 +31,14 @@ from reef.recipes.distillation import DistillationConfig, DistillationRecipe, te
 from reef.recipes.reports import ReportJoiningProcessor, Rollout
 from reef.recipes.sft import HELD_OUT_MAX_TOKENS
 
+# A text field a distillation recipe reads: a non-empty string, or {"content": a non-empty string}.
+TEXT: dict[str, Any] = {
+    "type": ["string", "object"],
+    "pattern": "\\S",
+    "properties": {"content": {"type": "string", "pattern": "\\S"}},
+    "required": ["content"],
+}
+
 
 def context_of(report: dict[str, Any]) -> str | None:
     """The report's teacher context: `metadata.teacher_context`, else `metadata.demonstration`; None if neither."""
@@ -35,10 +46,15 @@ def context_of(report: dict[str, Any]) -> str | None:
     return text_field(metadata.get("teacher_context")) or text_field(metadata.get("demonstration"))
 
 
-def require_references(report: dict[str, Any]) -> None:
-    references = report.get("references")
-    if not isinstance(references, list) or not references:
-        raise BadRequest("this recipe needs the receipt of the answered inference", field="references")
+def check_text_fields(report: dict[str, Any], *names: str) -> None:
+    """Refuse (BadRequest naming it) a `metadata.<name>` that is there but neither a non-empty string nor
+    `{"content": a non-empty string}`; an absent one passes (the processor skips a report it cannot train from)."""
+    metadata = report.get("metadata") or {}
+    for name in names:
+        if metadata.get(name) is not None and text_field(metadata[name]) is None:
+            raise BadRequest(
+                'must be a non-empty string (or {"content": a non-empty string})', field=f"metadata.{name}"
+            )
 
 
 class SDFTProcessor(ReportJoiningProcessor):
@@ -62,6 +78,9 @@ class SDFTProcessor(ReportJoiningProcessor):
             teacher_messages = self.recipe.teacher_messages(rollouts[0].messages, context)
             tools = {"tools": rollouts[0].tools} if rollouts[0].tools else {}
             self.add_unit(record_ids, [{**sample, "teacher_messages": teacher_messages, **tools}])
+
+    def held_out_rule(self) -> str | None:
+        return "reports with a demonstration in metadata.demonstration that cite a chat request without tools"
 
     def gate_task(self, report: Record, rollouts: list[Rollout]) -> dict[str, Any] | None:
         """A held-out report with a `demonstration` (a known answer) on a chat prompt without tools, scored by `f1`."""
@@ -94,30 +113,18 @@ class SDFTRecipe(DistillationRecipe):
     recipe_config: SDFTConfig
 
     def validate_report(self, report: dict[str, Any]) -> None:
-        if context_of(report) is None:
-            raise BadRequest(
-                "the sdft recipe needs metadata.teacher_context (or metadata.demonstration), a non-empty string",
-                field="metadata.teacher_context",
-            )
-        require_references(report)
+        check_text_fields(report, "teacher_context", "demonstration")
 
     def report_schema(self) -> dict[str, Any]:
-        text = {"type": "string", "minLength": 1}
-        schema = report_schema(required=("references", "metadata"))
-        schema["properties"]["references"]["minItems"] = 1
-        schema["properties"]["metadata"].update(
-            {
-                "properties": {
-                    "teacher_context": {**text, "description": "what the teacher sees besides the prompt"},
-                    "demonstration": {
-                        "type": ["string", "object"],
-                        "description": "the answer the model should have given (or {content: …})",
-                    },
-                },
-                "anyOf": [{"required": ["teacher_context"]}, {"required": ["demonstration"]}],
-            }
+        return report_schema(
+            metadata={
+                "teacher_context": {**TEXT, "description": "what the teacher sees besides the prompt"},
+                "demonstration": {**TEXT, "description": "the answer the model should have given (or {content: …})"},
+            },
+            trains_from="sdft trains from metadata.teacher_context (or metadata.demonstration) on the cited captured "
+            "chat rollout; any other well-formed report is stored and skipped (no_context, no_references, "
+            "no_training_capture, no_messages)",
         )
-        return schema
 
     def processor(self) -> SDFTProcessor:
         return SDFTProcessor(self.settings.learning.batch_size, self)

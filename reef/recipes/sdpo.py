@@ -16,6 +16,11 @@ never enters the loss, which is
 
 over the student's top-k tokens plus a tail bucket (β = 0.5, k = 100), with the `ema` teacher (rate ρ = 0.05,
 kept in each release under `ema/`). One unit per grid; a batch holds max(1, batch_size // (G·R)) grids.
+
+Every well-formed report is accepted. A report that claims a grid cell (its metadata names `step`, `group` or
+`rollout`) must be a whole one — all three, its `score` and its receipt — or it is refused naming the field: a
+grid missing a cell never completes. A report that claims none (a plain score, say) is stored and skipped
+(`not_a_grid_cell`).
 """
 
 from __future__ import annotations
@@ -28,10 +33,25 @@ from pydantic import Field
 from reef.core.errors import BadRequest
 from reef.core.payloads import PolicySample
 from reef.core.records import Record
-from reef.learning.report_schema import report_schema
+from reef.learning.report_schema import report_schema, with_grid_cell
 from reef.recipes.distillation import DistillationConfig, DistillationRecipe, Divergence, text_field
-from reef.recipes.reports import ReportJoiningProcessor, Rollout
+from reef.recipes.reports import ReportJoiningProcessor, Rollout, score_of
 from reef.recipes.rl import require_score
+
+CELL_KEYS = ("step", "group", "rollout")
+
+
+def cell_of(metadata: Any) -> tuple[str, str, int] | None:
+    """A report's grid cell `(step, group, rollout)` from its metadata, or None when it names no whole cell."""
+    if not isinstance(metadata, dict):
+        return None
+    step, group, rollout = (metadata.get(key) for key in CELL_KEYS)
+    keys = (step, group)
+    if any(isinstance(k, bool) or not isinstance(k, str | int) or k == "" for k in keys):
+        return None
+    if isinstance(rollout, bool) or not isinstance(rollout, int) or rollout < 0:
+        return None
+    return str(step), str(group), rollout
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -76,18 +96,24 @@ class SDPOProcessor(ReportJoiningProcessor):
     def join(self, report: Record, rollouts: list[Rollout]) -> None:
         payload = report.payload or {}
         record_ids = [report.agent_record_id, *(r.record_id for r in rollouts)]
+        cell, score = cell_of(payload.get("metadata")), score_of(report)
+        if cell is None:
+            self.skip(record_ids, "not_a_grid_cell")
+            return
+        if score is None:
+            self.skip(record_ids, "no_score")
+            return
         sample = rollouts[0].policy_sample() if rollouts else None
         if sample is None or not rollouts[0].messages:
             self.skip(record_ids, "no_training_capture" if rollouts else "no_references")
             return
-        metadata = payload.get("metadata") or {}
-        feedback = text_field(payload.get("feedback"))
-        attempt = Attempt(record_ids, rollouts[0], sample, float(payload["score"]), feedback)
-        grid = self._grids.setdefault(str(metadata["step"]), {})
-        grid[(str(metadata["group"]), int(metadata["rollout"]))] = attempt
+        step, group, rollout = cell
+        attempt = Attempt(record_ids, rollouts[0], sample, score, text_field(payload.get("feedback")))
+        grid = self._grids.setdefault(step, {})
+        grid[(group, rollout)] = attempt
         if len(grid) >= self.groups * self.rollouts:
-            del self._grids[str(metadata["step"])]
-            self._complete(str(metadata["step"]), grid)
+            del self._grids[step]
+            self._complete(step, grid)
 
     def _complete(self, step: str, grid: dict[tuple[str, int], Attempt]) -> None:
         record_ids = [i for attempt in grid.values() for i in attempt.record_ids]
@@ -146,27 +172,32 @@ class SDPORecipe(DistillationRecipe):
     recipe_config: SDPOConfig
 
     def validate_report(self, report: dict[str, Any]) -> None:
-        require_score(report)
         metadata = report.get("metadata")
         metadata = metadata if isinstance(metadata, dict) else {}
+        if not any(key in metadata for key in CELL_KEYS):
+            return  # not an attempt of a grid: stored, and skipped by the processor (not_a_grid_cell)
+        require_score(report)
         for name in ("step", "group"):
             value = metadata.get(name)
             if isinstance(value, bool) or not isinstance(value, str | int) or value == "":
                 raise BadRequest(
-                    f"the sdpo recipe needs metadata.{name} (a string or an integer)", field=f"metadata.{name}"
+                    f"a grid cell needs metadata.{name} (a string or an integer)", field=f"metadata.{name}"
                 )
         rollout = metadata.get("rollout")
         if isinstance(rollout, bool) or not isinstance(rollout, int) or rollout < 0:
-            raise BadRequest("the sdpo recipe needs metadata.rollout, an integer ≥ 0", field="metadata.rollout")
+            raise BadRequest("a grid cell needs metadata.rollout, an integer ≥ 0", field="metadata.rollout")
         if not report.get("references"):
-            raise BadRequest("the sdpo recipe needs the receipt of the attempt", field="references")
+            raise BadRequest("a grid cell needs the receipt of the attempt", field="references")
 
     def report_schema(self) -> dict[str, Any]:
-        key = {"type": ["string", "integer"]}
-        return report_schema(
-            required=("score", "references"),
+        key = {"type": ["string", "integer"], "minLength": 1}
+        schema = report_schema(
             metadata={"step": key, "group": key, "rollout": {"type": "integer", "minimum": 0}},
+            trains_from="sdpo trains from complete grids of attempts: reports with a score, the receipt of the "
+            "attempt and metadata.{step, group, rollout}; a report that claims no grid cell is stored and skipped "
+            "(not_a_grid_cell)",
         )
+        return with_grid_cell(schema, CELL_KEYS, ("score", "references"))
 
     def processor(self) -> SDPOProcessor:
         grid = self.recipe_config.groups * self.recipe_config.rollouts

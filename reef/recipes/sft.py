@@ -8,6 +8,8 @@ demonstration given the cited request's prompt,
 Report: `metadata.demonstration` (a string, or `{"content": …}`) — or the `feedback` text when the recipe
 config sets `demonstration_from_feedback: true` — and `references` naming the answered inference record
 (the first is used). Without references, `metadata.messages` may carry the prompt as chat messages.
+Every well-formed report is accepted; one without a demonstration (a plain score, say) is stored and skipped
+(`no_demonstration`), and only a demonstration that is not a non-empty string is refused.
 Sample: `{"prompt_ids" | "messages" (+ "tools"), "completion_text"}`; the training job tokenizes.
 """
 
@@ -36,6 +38,22 @@ def demonstration_of(report: dict[str, Any], from_feedback: bool) -> str | None:
     return demonstration if isinstance(demonstration, str) and demonstration else None
 
 
+def check_demonstration(report: dict[str, Any], from_feedback: bool) -> None:
+    """Refuse a report whose demonstration field is there but malformed (BadRequest naming it); one without a
+    demonstration passes: it is stored, and the processor skips it."""
+    if from_feedback:
+        # `feedback` may be any object; only text is read as the demonstration, and empty text is none.
+        if report.get("feedback") == "":
+            raise BadRequest("the demonstration must be a non-empty string", field="feedback")
+        return
+    demonstration = (report.get("metadata") or {}).get("demonstration")
+    if demonstration is not None and demonstration_of(report, from_feedback) is None:
+        raise BadRequest(
+            'the demonstration must be a non-empty string (or {"content": a non-empty string})',
+            field="metadata.demonstration",
+        )
+
+
 class SFTProcessor(ReportJoiningProcessor):
     """One unit per report: the cited prompt with the demonstration as its completion."""
 
@@ -54,6 +72,10 @@ class SFTProcessor(ReportJoiningProcessor):
             self.skip(record_ids, "no_prompt")
         else:
             self.add_unit(record_ids, [{**prompt, "completion_text": demonstration}])
+
+    def held_out_rule(self) -> str | None:
+        field = "the feedback text" if self.demonstration_from_feedback else "metadata.demonstration"
+        return f"reports with a demonstration in {field} on a chat prompt without tools, cited or in metadata.messages"
 
     def gate_task(self, report: Record, rollouts: list[Rollout]) -> dict[str, Any] | None:
         """The cited prompt (as chat messages, without tools) with the demonstration as the answer, scored by `f1`."""
@@ -80,6 +102,11 @@ def _reported_messages(payload: dict[str, Any]) -> dict[str, Any] | None:
 
 HELD_OUT_MAX_TOKENS = 512
 
+TRAINS_FROM = (
+    "sft trains from a demonstration ({field}) on the prompt of the cited inference (or metadata.messages); "
+    "any other well-formed report is stored and skipped (no_demonstration, no_prompt)"
+)
+
 
 class SFTConfig(RecipeConfig):
     """`learning.recipe_config` of the `sft` recipe."""
@@ -99,16 +126,26 @@ class SFTRecipe(WeightsRecipe):
     recipe_config: SFTConfig
 
     def validate_report(self, report: dict[str, Any]) -> None:
-        from_feedback = self.recipe_config.demonstration_from_feedback
-        if demonstration_of(report, from_feedback) is None:
-            field = "feedback" if from_feedback else "metadata.demonstration"
-            raise BadRequest("the sft recipe needs a demonstration (a non-empty string)", field=field)
+        check_demonstration(report, self.recipe_config.demonstration_from_feedback)
 
     def report_schema(self) -> dict[str, Any]:
-        demonstration = {"type": "string", "minLength": 1, "description": "the answer the model should have given"}
         if self.recipe_config.demonstration_from_feedback:
-            return report_schema(required=("feedback", "references"), feedback=demonstration)
-        return report_schema(required=("references",), metadata={"demonstration": demonstration})
+            feedback = {
+                "type": ["string", "object"],
+                "minLength": 1,
+                "description": "text: the answer the model should have given (an object is stored, not trained on)",
+            }
+            return report_schema(feedback=feedback, trains_from=TRAINS_FROM.format(field="`feedback` text"))
+        demonstration = {
+            "type": ["string", "object"],
+            "minLength": 1,
+            "properties": {"content": {"type": "string", "minLength": 1}},
+            "required": ["content"],
+            "description": "the answer the model should have given (or {content: …})",
+        }
+        return report_schema(
+            metadata={"demonstration": demonstration}, trains_from=TRAINS_FROM.format(field="`metadata.demonstration`")
+        )
 
     def processor(self) -> SFTProcessor:
         return SFTProcessor(self.settings.learning.batch_size, self.recipe_config.demonstration_from_feedback)

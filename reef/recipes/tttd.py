@@ -36,10 +36,10 @@ from reef.inference.base import Engine
 from reef.learning.base import Batch, Candidate, Evaluator, Selector
 from reef.learning.evaluation.selectors import Always
 from reef.learning.growth import GrowContext, base_model_path
-from reef.learning.report_schema import report_schema
+from reef.learning.report_schema import report_schema, with_grid_cell
 from reef.recipes.entropic import entropic_advantages
 from reef.recipes.rl import require_score
-from reef.recipes.tttd_grid import Advantages, GridProcessor
+from reef.recipes.tttd_grid import CELL_KEYS, Advantages, GridProcessor
 from reef.recipes.weights import ON_POLICY_NEEDS, PolicyGradientConfig, WeightsRecipe
 from reef.sandbox import Limits, isolation
 
@@ -111,10 +111,10 @@ class TTTDRecipe(WeightsRecipe):
     # ---- reports ---------------------------------------------------------------------------------------------
 
     def validate_report(self, report: dict[str, Any]) -> None:
-        require_score(report)
         meta = report.get("metadata")
-        if not isinstance(meta, dict):
-            raise BadRequest("a discovery report needs metadata.{step, group, rollout, parent_id}", field="metadata")
+        if not isinstance(meta, dict) or not any(key in meta for key in CELL_KEYS):
+            return  # not an attempt of the grid: stored, and skipped by the processor (not_a_grid_cell)
+        require_score(report)
         config = self.recipe_config
         bounds = {"step": math.inf, "group": config.groups, "rollout": config.rollouts}
         for key, bound in bounds.items():
@@ -134,8 +134,19 @@ class TTTDRecipe(WeightsRecipe):
                 raise BadRequest(f"is not a valid {problem.solution_format} solution", field="metadata.solution")
 
     def report_schema(self) -> dict[str, Any]:
-        cell = {"step": {"type": "integer", "minimum": 1}, "group": _CELL, "rollout": _CELL}
-        return report_schema(required=("score", "references"), metadata={**cell, "parent_id": {"type": "string"}})
+        config = self.recipe_config
+        cell = {
+            "step": {"type": "integer", "minimum": 1},
+            "group": {**_CELL, "maximum": config.groups - 1},
+            "rollout": {**_CELL, "maximum": config.rollouts - 1},
+        }
+        schema = report_schema(
+            metadata={**cell, "parent_id": {"type": "string", "minLength": 1}},
+            trains_from=f"{self.name} learns from complete grids of attempts: reports with a score and "
+            "metadata.{step, group, rollout, parent_id} (the attempt's receipt for the weights); a report that "
+            "claims no grid cell is stored and skipped (not_a_grid_cell)",
+        )
+        return with_grid_cell(schema, CELL_KEYS, ("score",))
 
     def processor(self) -> GridProcessor:
         config, problem = self.recipe_config, self.problem()

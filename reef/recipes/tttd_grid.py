@@ -9,7 +9,9 @@ words) with the evaluator's `score`. The processor waits until every cell of a s
 
 A group is not trained on when its rewards are all equal (`skipped["constant_group"]`) or when the grid's
 rollouts were served by more than one release (`skipped["mixed_releases"]`: the recorded log-probs would not
-belong to one policy). A second report for a filled cell is skipped (`duplicate_cell`).
+belong to one policy). A second report for a filled cell is skipped (`duplicate_cell`), and so is a report that
+names no cell of the grid (`not_a_grid_cell`: a plain score, say; the server accepts it) or a valid attempt without
+a score (`no_score`, only from an imported record: the server refuses a claimed cell without one).
 """
 
 from __future__ import annotations
@@ -20,10 +22,12 @@ from typing import Any
 
 from reef.core.payloads import PolicySample
 from reef.core.records import Record
-from reef.recipes.reports import ReportJoiningProcessor, Rollout
+from reef.recipes.reports import ReportJoiningProcessor, Rollout, score_of
 
 Advantages = Callable[[list[float]], list[float] | None]
 Reward = Callable[[float | None, bool], float]
+
+CELL_KEYS = ("step", "group", "rollout", "parent_id")  # a report whose metadata names any of them claims a cell
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -57,14 +61,21 @@ class GridProcessor(ReportJoiningProcessor):
         payload = report.payload or {}
         meta = payload.get("metadata") or {}
         record_ids = [report.agent_record_id, *(r.record_id for r in rollouts)]
-        step, cell = int(meta["step"]), (int(meta["group"]), int(meta["rollout"]))
+        found = self.cell_of(meta)
+        if found is None:
+            self.skip(record_ids, "not_a_grid_cell")
+            return
+        step, cell = found
+        solution = meta.get("solution")
+        valid = bool(meta.get("valid", solution is not None)) and solution is not None
+        score = score_of(report) if valid else None
+        if valid and score is None:
+            self.skip(record_ids, "no_score")
+            return
         grid = self._grids.setdefault(step, {})
         if cell in grid:
             self.skip(record_ids, "duplicate_cell")
             return
-        solution = meta.get("solution")
-        valid = bool(meta.get("valid", solution is not None)) and solution is not None
-        score = float(payload["score"]) if valid else None
         reward = self.reward(score, valid)
         attempt = {
             "step": step,
@@ -83,6 +94,19 @@ class GridProcessor(ReportJoiningProcessor):
         if len(grid) == self.groups * self.rollouts:
             del self._grids[step]
             self._emit(grid)
+
+    def cell_of(self, meta: Any) -> tuple[int, tuple[int, int]] | None:
+        """`(step, (group, rollout))` of a report's metadata, or None when it names no cell of this grid."""
+        if not isinstance(meta, dict) or not isinstance(meta.get("parent_id"), str) or not meta["parent_id"]:
+            return None
+        values = [meta.get(key) for key in ("step", "group", "rollout")]
+        integers = [v for v in values if isinstance(v, int) and not isinstance(v, bool)]
+        if len(integers) != len(values):
+            return None
+        step, group, rollout = integers
+        if step < 1 or not 0 <= group < self.groups or not 0 <= rollout < self.rollouts:
+            return None
+        return step, (group, rollout)
 
     def _emit(self, grid: dict[tuple[int, int], Cell]) -> None:
         mixed = len({cell.release_id for cell in grid.values()}) > 1

@@ -64,7 +64,8 @@ class RuntimeAPI(Protocol):
         """Promote or roll back the scenario's open rollout now; Conflict when none is open."""
 
     def validate_report(self, scenario: str, report: dict[str, Any]) -> None:
-        """Check a report against the recipe's schema; BadRequest naming the field."""
+        """Check a report's fields the recipe reads; BadRequest naming a malformed one (a report lacking what the
+        recipe trains from passes)."""
 
     def notify(self, scenario: str) -> None:
         """Records of `scenario` were appended: wake its learner (never blocks)."""

@@ -144,10 +144,35 @@ async def test_reports_outside_the_grid_or_with_bad_attempts_are_refused_naming_
         ({"score": math.nan, "metadata": good}, "score"),
         ({"score": math.inf, "metadata": good}, "score"),
         ({"score": 1.0, "metadata": {**good, "parent_id": ""}}, "metadata.parent_id"),
-        ({"score": 1.0}, "metadata"),
+        ({"metadata": good}, "score"),
+        ({"score": 1.0, "metadata": {"parent_id": "seed-0"}}, "metadata.step"),
     ]
     for report, field in cases:
         with pytest.raises(BadRequest) as refused:
             world.runtime.validate_report(SCENARIO, {"references": ["rec_x"], **report})
         assert refused.value.field == field
+    await world.runtime.stop()
+
+
+async def test_a_report_that_claims_no_grid_cell_is_accepted_and_skipped_without_touching_the_grid(
+    tmp_path: Path,
+) -> None:
+    world = await started(_world(tmp_path), SCENARIO)
+    head = world.runtime.release_store.head(SCENARIO)
+    training = {"prompt_token_ids": [1, 2], "completion_token_ids": [3, 4], "logprobs": [-0.5, -0.7]}
+    payload = {"request": {"messages": []}, "release_id": head.release_id if head else None, "training": training}
+    inference = Record.new(SCENARIO, "inference", payload, created_at=time.time())
+    for report in ({"score": 1.0, "references": [inference.agent_record_id]}, {"feedback": "looks good"}):
+        world.runtime.validate_report(SCENARIO, report)
+    world.records.append(
+        [
+            inference,
+            Record.new(
+                SCENARIO, "report", {"score": 1.0, "references": [inference.agent_record_id]}, created_at=time.time()
+            ),
+        ]
+    )
+    assert await world.runtime.step(SCENARIO) is None
+    status = world.runtime.status()["scenarios"][SCENARIO]
+    assert status["skipped"] == {"not_a_grid_cell": 1} and status["ready"] == 0
     await world.runtime.stop()

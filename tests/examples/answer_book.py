@@ -1,12 +1,14 @@
 """`answer_book`: a custom recipe whose release is a book of demonstrated answers, served as worked examples.
 
 Reports carry `feedback: {"prompt": ..., "answer": ...}`; each step adds the batch's answers to the serving book
-and the gate decides whether the new book serves better. Chosen with
+and the gate decides whether the new book serves better. Any other well-formed report is stored and counted as
+skipped (`no_answer`); only a feedback object without its `prompt` and `answer` is refused. Chosen with
 `--learning.recipe tests.examples.answer_book:AnswerBook`.
 """
 
 from __future__ import annotations
 
+import collections
 import json
 from pathlib import Path
 from typing import Any, ClassVar
@@ -35,11 +37,16 @@ class AnswerProcessor(Processor):
         self.batch_size = batch_size
         self.units: list[dict[str, Any]] = []
         self.reserved: dict[str, list[dict[str, Any]]] = {}
+        self.skipped: collections.Counter[str] = collections.Counter()  # /reef/status shows it per scenario
 
     def ingest(self, record: Record) -> None:
+        if record.request_type != "report":
+            return
         feedback = (record.payload or {}).get("feedback")
-        if record.request_type == "report" and isinstance(feedback, dict):
+        if isinstance(feedback, dict):
             self.units.append({**feedback, "record_id": record.agent_record_id})
+        else:
+            self.skipped["no_answer"] += 1
 
     def ready(self) -> int:
         return len(self.units)
@@ -65,9 +72,9 @@ class AnswerBook(Recipe):
     recipe_config: AnswerBookConfig  # validated from `learning.recipe_config` before the service starts
 
     def validate_report(self, report: dict[str, Any]) -> None:
-        feedback = report.get("feedback")
-        if not isinstance(feedback, dict) or not all(isinstance(feedback.get(k), str) for k in ("prompt", "answer")):
-            raise BadRequest("must be an object with a `prompt` and an `answer`", field="feedback")
+        feedback = report.get("feedback")  # a report without an answer is well-formed: stored, skipped
+        if isinstance(feedback, dict) and not all(isinstance(feedback.get(k), str) for k in ("prompt", "answer")):
+            raise BadRequest("an answer must be an object with a `prompt` and an `answer`", field="feedback")
 
     def processor(self) -> Processor:
         return AnswerProcessor(self.settings.learning.batch_size)

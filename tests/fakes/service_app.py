@@ -22,11 +22,26 @@ async def in_process_client(
     settings: Settings, tmp_path: Path, engine: Engine | None = None
 ) -> AsyncIterator[httpx.AsyncClient]:
     """An httpx client on the app `reef serve` would build from `settings` (stores under `tmp_path`)."""
+    async for http, _ in in_process_edge(settings, tmp_path, engine):
+        yield http
+
+
+async def in_process_edge(
+    settings: Settings, tmp_path: Path, engine: Engine | None = None, start: bool = False
+) -> AsyncIterator[tuple[httpx.AsyncClient, Runtime]]:
+    """`in_process_client` with the runtime behind it, started (learners running) when `start`: for a test that
+    drives a learner step and reads its effect back over HTTP."""
     records = open_record_store("sqlite", directory=tmp_path / "records")
     releases = open_release_store(str(tmp_path / "releases.git"), tmp_path / "release-work")
     engine = engine or DictEngine()
     runtime = Runtime(settings, records, releases, FileCommitLog(tmp_path / "state" / "commits"), engine)
     edge = create_app(settings, runtime, records, engine)
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=edge), base_url="http://reef.test") as http:
-        yield http
-    records.close()
+    if start:
+        await runtime.start()
+    try:
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=edge), base_url="http://reef.test") as http:
+            yield http, runtime
+    finally:
+        if start:
+            await runtime.stop()
+        records.close()

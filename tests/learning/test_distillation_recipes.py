@@ -70,16 +70,21 @@ def test_a_bad_context_turns_is_refused_naming_the_field(turns):
     assert error.value.field == "recipe_config.context_turns"
 
 
-def test_an_sdft_report_without_a_context_or_receipt_is_refused_naming_the_field():
+def test_an_sdft_report_without_a_context_or_receipt_is_accepted_and_skipped_but_a_malformed_context_is_refused():
     recipe = load_recipe("sdft", settings("sdft"))
-    with pytest.raises(BadRequest) as error:
-        recipe.validate_report({"references": ["r1"], "metadata": {"teacher_context": " "}})
-    assert error.value.field == "metadata.teacher_context"
-    with pytest.raises(BadRequest) as error:
-        recipe.validate_report({"metadata": {"demonstration": "4"}})
-    assert error.value.field == "references"
+    for field, value in (("teacher_context", " "), ("teacher_context", 3), ("demonstration", {"text": "4"})):
+        with pytest.raises(BadRequest) as error:
+            recipe.validate_report({"references": ["r1"], "metadata": {field: value}})
+        assert error.value.field == f"metadata.{field}"
+    for body in ({"score": 1.0}, {"metadata": {"demonstration": "4"}}, {"references": ["r1"], "feedback": "good"}):
+        recipe.validate_report(body)
     recipe.validate_report({"references": ["r1"], "metadata": {"demonstration": {"content": "4"}}})
-    assert recipe.report_schema()["properties"]["metadata"]["anyOf"]
+    assert "required" not in recipe.report_schema()
+    processor = recipe.processor()
+    processor.ingest(inference("i1"))
+    processor.ingest(report("f1", ["i1"], score=1.0))
+    processor.ingest(report("f2", [], metadata={"demonstration": "4"}))
+    assert processor.ready() == 0 and processor.skipped_counts() == {"no_context": 1, "no_references": 1}
 
 
 def test_the_sdft_processor_keeps_the_rollout_and_gives_the_teacher_the_demonstration():
@@ -143,9 +148,11 @@ def test_the_opd_processor_trains_the_first_receipt_or_with_multi_turn_the_whole
     assert one["completion_ids"] == [4, 5] and "teacher_messages" not in one
     (conversation,) = multi.build_batch().samples
     assert conversation["completion_ids"] == [4, 5, 6, 4, 5] and conversation["completion_mask"] == [1, 1, 0, 1, 1]
-    with pytest.raises(BadRequest) as error:
-        load_recipe("opd", settings("opd", teacher="self")).validate_report({"score": 1.0})
-    assert error.value.field == "references"
+    plain = load_recipe("opd", settings("opd", teacher="self"))
+    plain.validate_report({"score": 1.0})  # cites nothing: stored, and skipped
+    processor = plain.processor()
+    processor.ingest(report("f2", [], score=1.0))
+    assert processor.skipped_counts() == {"no_references": 1}
 
 
 @pytest.mark.parametrize(
@@ -155,13 +162,33 @@ def test_the_opd_processor_trains_the_first_receipt_or_with_multi_turn_the_whole
         ({"step": 1, "group": "g", "rollout": "1"}, "metadata.rollout"),
         ({"step": 1, "group": "g", "rollout": True}, "metadata.rollout"),
         ({"group": "g", "rollout": 0}, "metadata.step"),
+        ({"step": "", "group": "g", "rollout": 0}, "metadata.step"),
     ],
 )
-def test_an_sdpo_report_without_its_grid_position_is_refused_naming_the_field(metadata, field):
+def test_an_sdpo_report_claiming_a_grid_cell_without_its_whole_position_is_refused_naming_the_field(metadata, field):
     recipe = load_recipe("sdpo", settings("sdpo"))
     with pytest.raises(BadRequest) as error:
         recipe.validate_report({"score": 1.0, "references": ["r"], "metadata": metadata})
     assert error.value.field == field
+
+
+def test_an_sdpo_grid_cell_needs_its_score_and_receipt_and_a_report_claiming_no_cell_is_accepted_and_skipped():
+    recipe = load_recipe("sdpo", settings("sdpo"))
+    cell = {"step": 1, "group": "g", "rollout": 0}
+    for body, field in (
+        ({"references": ["r"], "metadata": cell}, "score"),
+        ({"score": 1.0, "metadata": cell}, "references"),
+    ):
+        with pytest.raises(BadRequest) as error:
+            recipe.validate_report(body)
+        assert error.value.field == field
+    for body in ({"score": 1.0, "references": ["r"]}, {"feedback": "nice"}, {"metadata": {"demonstration": "4"}}):
+        recipe.validate_report(body)
+    processor = recipe.processor()
+    processor.ingest(inference("i1"))
+    processor.ingest(report("f1", ["i1"], score=1.0))
+    assert processor.ready() == 0 and processor.waiting_grids() == 0
+    assert processor.skipped_counts() == {"not_a_grid_cell": 1}
 
 
 def grid_reports(processor, step: str, scores: dict[tuple[str, int], float], releases: dict[str, str] | None = None):

@@ -165,9 +165,13 @@ def test_a_clients_report_cannot_pose_as_a_judge_verdict() -> None:
     with pytest.raises(BadRequest) as error:
         recipe().validate_report({"references": ["rec_1"], "metadata": {"judge": {"reward": 1}}})
     assert error.value.field == "metadata.judge"
-    with pytest.raises(BadRequest) as error:
-        recipe().validate_report({"score": 1})
-    assert error.value.field == "references"
+    recipe().validate_report({"score": 1})  # cites no turn: stored, and skipped
+
+
+def test_a_report_citing_no_turn_is_counted_as_skipped_with_its_reason() -> None:
+    processor = recipe().processor()
+    processor.ingest(Record.new("math", "report", {"score": 1.0}, 0.0))
+    assert processor.ready() == 0 and processor.skipped_counts() == {"no_references": 1}
 
 
 # ---- a running learner (real SQLite, git, commit log; fake engine and training) ------------------------------

@@ -5,12 +5,13 @@ from __future__ import annotations
 import dataclasses
 import itertools
 
+import jsonschema
 import pytest
 
 from reef.core.errors import BadRequest
 from reef.core.records import Record
 from reef.core.settings import LearningSettings, Settings
-from reef.learning.recipes_registry import load_recipe
+from reef.learning.recipes_registry import builtin_recipes, load_recipe
 
 _sequence = itertools.count(1)
 
@@ -53,27 +54,62 @@ def test_an_unknown_recipe_is_refused_naming_the_setting():
         load_recipe("reef.core.records:Record", settings("basic"))
 
 
-def test_an_sft_report_without_a_demonstration_is_refused_naming_the_field():
+def test_an_sft_report_without_a_demonstration_is_accepted_and_only_a_malformed_one_is_refused():
     recipe = load_recipe("sft", settings("sft"))
-    with pytest.raises(BadRequest) as error:
-        recipe.validate_report({"references": ["r1"], "feedback": "good"})
-    assert error.value.field == "metadata.demonstration"
-    recipe.validate_report({"metadata": {"demonstration": "4"}})
+    for body in ({"references": ["r1"], "feedback": "good"}, {"score": 1.0}, {"metadata": {"demonstration": "4"}}):
+        recipe.validate_report(body)
+    for demonstration in (4, "", ["4"], {"content": ""}, {"text": "4"}):
+        with pytest.raises(BadRequest) as error:
+            recipe.validate_report({"score": 1.0, "metadata": {"demonstration": demonstration}})
+        assert error.value.field == "metadata.demonstration"
     from_feedback = load_recipe("sft", settings("sft", demonstration_from_feedback=True))
-    from_feedback.validate_report({"feedback": "4"})
+    for body in ({"feedback": "4"}, {"metadata": {"demonstration": "4"}}, {"score": 0.0}, {"feedback": {"up": 1}}):
+        from_feedback.validate_report(body)
     with pytest.raises(BadRequest) as error:
-        from_feedback.validate_report({"metadata": {"demonstration": "4"}})
+        from_feedback.validate_report({"feedback": ""})
     assert error.value.field == "feedback"
+    assert (
+        "required" not in recipe.report_schema() and "metadata.demonstration" in recipe.report_schema()["description"]
+    )
+
+
+def test_the_sft_processor_skips_a_report_without_a_demonstration_and_consumes_it_with_the_next_batch():
+    processor = load_recipe("sft", settings("sft", batch_size=1)).processor()
+    processor.ingest(inference("i1"))
+    processor.ingest(inference("i2"))
+    processor.ingest(report("thumbs", ["i1"], score=1.0))
+    assert processor.ready() == 0 and processor.skipped_counts() == {"no_demonstration": 1}
+    processor.ingest(report("r2", ["i2"], metadata={"demonstration": "4"}))
+    batch = processor.build_batch()
+    assert batch is not None and len(batch.samples) == 1
+    assert sorted(batch.record_ids) == ["i1", "i2", "r2", "thumbs"]
 
 
 @pytest.mark.parametrize("recipe_name", ["rl", "grpo"])
-def test_a_scored_recipe_refuses_a_report_without_a_numeric_score(recipe_name):
+def test_a_scored_recipe_accepts_a_report_without_a_score_and_skips_it(recipe_name):
     recipe = load_recipe(recipe_name, settings(recipe_name))
-    for body in ({"feedback": "x"}, {"score": True}, {"score": "1"}):
-        with pytest.raises(BadRequest) as error:
-            recipe.validate_report(body)
-        assert error.value.field == "score"
-    recipe.validate_report({"score": 0.5})
+    for body in ({"feedback": "x"}, {"metadata": {"demonstration": "4"}}, {"score": 0.5}):
+        recipe.validate_report(body)
+    assert "required" not in recipe.report_schema()
+    processor = recipe.processor()
+    processor.ingest(inference("i1"))
+    processor.ingest(report("r1", ["i1"], feedback="x"))
+    processor.ingest(report("r2", [], score=1.0))
+    assert processor.ready() == 0
+    assert processor.skipped_counts() == {"no_references": 1, "no_score": 1}
+
+
+def test_a_score_only_report_is_never_held_out_by_sft_and_the_gate_says_what_it_needs():
+    processor = load_recipe("sft", settings("sft")).processor()
+    processor.hold_out(1)
+    processor.ingest(inference("i1"))
+    processor.ingest(report("r1", ["i1"], score=1.0))
+    assert processor.gate_tasks() == [] and processor.skipped_counts() == {"no_demonstration": 1}
+    assert "metadata.demonstration" in (processor.held_out_rule() or "")
+    ranked = load_recipe("rl", settings("rl")).processor()
+    ranked.hold_out(4, rollouts=False)
+    assert ranked.held_out_rule() is None  # an engine that cannot score tokens: nothing is held out
+    assert load_recipe("grpo", settings("grpo")).processor().held_out_rule() is None  # groups cannot be split
 
 
 def test_the_sft_processor_joins_demonstrations_with_the_cited_prompt_and_batches_them():
@@ -177,3 +213,34 @@ def test_only_the_newest_rollouts_are_held_and_an_older_cited_one_is_asked_for(m
     assert processor.ready() == 0 and processor.wanted() == ["i1"]
     processor.ingest(inference("i1"))  # read back by id
     assert processor.ready() == 1 and processor.wanted() == []
+
+
+WELL_FORMED_REPORTS = [
+    {"score": 1.0, "references": ["i1"]},
+    {"score": 0.0},
+    {"feedback": "the answer was wrong"},
+    {"feedback": {"thumb": "down"}, "references": ["i1"]},
+    {"metadata": {"demonstration": "4"}, "references": ["i1"]},
+    {"score": 0.5, "feedback": "close", "metadata": {"demonstration": "4", "user": "u1"}, "references": ["i1"]},
+]
+
+EXTRA_CONFIG = {"opd": {"teacher": "self"}, "openclawrl": {"judge_function": "tests.fakes.session_judge:rule_judge"}}
+
+
+@pytest.mark.parametrize("recipe_name", sorted(builtin_recipes()))
+def test_every_builtin_recipe_accepts_every_well_formed_report_and_its_processor_skips_what_it_cannot_use(
+    recipe_name,
+):
+    recipe = load_recipe(recipe_name, settings(recipe_name, **EXTRA_CONFIG.get(recipe_name, {})))
+    for body in WELL_FORMED_REPORTS:
+        recipe.validate_report(body)
+    schema = recipe.report_schema()
+    for body in WELL_FORMED_REPORTS:
+        jsonschema.validate(body, schema)  # the contract's schema takes what the server takes
+    processor = recipe.processor()
+    if processor is None:
+        return
+    processor.ingest(inference("i1"))
+    for number, body in enumerate(WELL_FORMED_REPORTS):
+        processor.ingest(report(f"r{number}", **{"references": [], **body}))  # never raises
+    assert all(isinstance(n, int) and n > 0 for n in processor.skipped_counts().values())
