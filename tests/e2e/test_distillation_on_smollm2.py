@@ -77,17 +77,21 @@ def _serves(client: httpx.Client, scenario: str, release_id: str, timeout_s: flo
         time.sleep(0.5)
 
 
+def _skipped(client: httpx.Client, scenario: str) -> dict:
+    return client.get("/reef/status").json()["scenarios"][scenario]["skipped"]
+
+
 def _records(client: httpx.Client, scenario: str) -> list[dict]:
     return client.get(f"/reef/scenarios/{scenario}/records", params={"limit": 100}).json()["records"]
 
 
-def test_sdft_refuses_a_report_without_context_and_publishes_a_release_that_serves(state: Path) -> None:
+def test_sdft_skips_a_report_without_context_and_publishes_a_release_that_serves(state: Path) -> None:
     for server in _server(state, "sdft", 2, {"context_as": "turn", "context_template": "{context}"}):
         with httpx.Client(base_url=server.url, timeout=120) as client:
             first = _ask(client, "sdft")
-            refused = _report(client, "sdft", {"references": [first["receipt"]], "metadata": {}})
-            assert refused.status_code == 400 and "metadata.teacher_context" in refused.text
-            assert not [r for r in _records(client, "sdft") if r["request_type"] == "report"]
+            kept = _report(client, "sdft", {"references": [_ask(client, "sdft")["receipt"]], "metadata": {}})
+            assert kept.status_code == 200, kept.text  # stored, and skipped: nothing to distil from
+            assert [r for r in _records(client, "sdft") if r["request_type"] == "report"]
             for answer in (first, _ask(client, "sdft")):
                 body = {"references": [answer["receipt"]], "metadata": {"demonstration": "22"}}
                 assert _report(client, "sdft", body).status_code == 200
@@ -95,19 +99,21 @@ def test_sdft_refuses_a_report_without_context_and_publishes_a_release_that_serv
             assert commit["verdict"] == "published", commit
             assert commit["metrics"]["teacher"] == "self" and commit["metrics"]["teacher_s"] > 0
             _serves(client, "sdft", commit["release_id"])
+            assert _skipped(client, "sdft") == {"no_context": 1}
 
 
-def test_opd_distils_from_another_scenarios_release_and_refuses_a_report_without_a_receipt(state: Path) -> None:
+def test_opd_distils_from_another_scenarios_release_and_skips_a_report_without_a_receipt(state: Path) -> None:
     for server in _server(state, "opd", 2, {"teacher": "scenario:sdft"}):
         with httpx.Client(base_url=server.url, timeout=120) as client:
-            refused = _report(client, "opd", {"score": 1.0})
-            assert refused.status_code == 400 and "references" in refused.text
+            kept = _report(client, "opd", {"score": 1.0})
+            assert kept.status_code == 200, kept.text  # a plain score: stored, and skipped (it cites no rollout)
             for _ in range(2):
                 assert _report(client, "opd", {"references": [_ask(client, "opd")["receipt"]]}).status_code == 200
             (commit,) = wait_for_commits(client, "opd", 1, timeout_s=600, poll_s=1)
             assert commit["verdict"] == "published", commit
             assert commit["metrics"]["teacher"] == "model"
             _serves(client, "opd", commit["release_id"])
+            assert _skipped(client, "opd") == {"no_references": 1}
 
 
 def test_sdpo_trains_a_full_grid_and_discards_one_that_spans_two_releases(state: Path) -> None:
