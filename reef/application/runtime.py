@@ -16,6 +16,7 @@ from reef.application.rollout import Rollouts, check_rollout
 from reef.application.scenarios import Scenarios
 from reef.application.search import serving_search
 from reef.application.serving import ServingContexts, release_dir
+from reef.application.status import deployment_status
 from reef.coordination.election import Election, SoleElection
 from reef.coordination.hints import NoHints, ReleaseHints
 from reef.core.errors import Conflict, NotFound
@@ -376,31 +377,5 @@ class Runtime:
         return contract(scenario, self.recipe, self.settings.learning.batch_size, state)
 
     def status(self) -> dict[str, Any]:
-        """Per scenario: learner step, buffered units, job state, last verdict and scores, serving release, errors."""
-        scenarios = {}
-        for name in sorted(self.scenarios.known):
-            learner = self.scenarios.learners.get(name)
-            entry: dict[str, Any] = {"current_release_id": self.engine.active_release_id(name)}
-            entry.update(learner.status() if learner is not None else {"learning": False})
-            leading = name in self.replica.leading
-            entry["leader"] = leading
-            entry["leader_id"] = self.replica.replica_id if leading else self.replica.known_leader(name)
-            scenarios[name] = entry
-        return {
-            "replica_id": self.replica.replica_id,
-            "recipe": self.recipe.name,
-            "surface": self.recipe.surface,
-            "learning": {
-                "mode": self.settings.learning.mode,
-                "enabled": self.learns,
-                "batch_size": self.settings.learning.batch_size,
-                "review": self.settings.learning.review,
-            },
-            "evaluation": {
-                "policy": self.settings.evaluation.policy,
-                "tasks": str(self.settings.evaluation.tasks) if self.settings.evaluation.tasks else None,
-                "holdout_every": self.settings.evaluation.holdout_every,
-                "holdout_min_tasks": self.settings.evaluation.holdout_min_tasks,
-            },
-            "scenarios": scenarios,
-        }
+        """What `GET /reef/status` answers (`deployment_status`)."""
+        return deployment_status(self.settings, self.recipe, self.learns, self.engine, self.scenarios)

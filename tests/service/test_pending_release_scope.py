@@ -11,17 +11,13 @@ import httpx
 import pytest
 from pydantic import SecretStr
 
-from reef.application.runtime import Runtime
 from reef.core.episode_tokens import EpisodeKey
 from reef.core.releases import Release
 from reef.core.settings import LearningSettings, ServerSettings, Settings, StorageSettings
 from reef.harness.render import write_tree
 from reef.harness.tree import HarnessTree, Node
-from reef.releases.commit_log import FileCommitLog
-from reef.releases.git import open_release_store
 from reef.service.app import create_app
-from reef.storage.sql import open_record_store
-from tests.fakes.dict_engine import DictEngine
+from tests.fakes.service_app import in_process_edge
 
 AGENT, ADMIN = "agent-token", "admin-token"
 SCENARIO = "h"
@@ -45,12 +41,8 @@ async def _world(tmp_path: Path, tokens: bool) -> AsyncIterator[World]:
         storage=StorageSettings(dir=tmp_path / "state"),
         learning=LearningSettings(recipe="evolve"),
     )
-    records = open_record_store("sqlite", directory=tmp_path / "records")
-    releases = open_release_store(str(tmp_path / "releases.git"), tmp_path / "release-work")
-    engine = DictEngine()
-    runtime = Runtime(settings, records, releases, FileCommitLog(tmp_path / "state" / "commits"), engine)
-    edge = create_app(settings, runtime, records, engine)
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=edge), base_url="http://reef.test") as http:
+    async for http, runtime in in_process_edge(settings, tmp_path):
+        releases = runtime.release_store
         created = await http.post("/reef/scenarios", json={"name": SCENARIO}, headers=_as(ADMIN if tokens else None))
         assert created.status_code < 300, created.text
         base = releases.head(SCENARIO)
@@ -62,7 +54,6 @@ async def _world(tmp_path: Path, tokens: bool) -> AsyncIterator[World]:
         metrics = {**SECRET_METRICS, "consumed_record_ids": ["r1"]}
         pending = releases.publish(SCENARIO, tmp_path / "pending", published.release_id, metrics=metrics, pending=True)
         yield World(http, settings, published, pending)
-    records.close()
 
 
 @pytest.fixture
