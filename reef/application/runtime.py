@@ -174,6 +174,10 @@ class Runtime:
         await self.serving.prepare(scenario, release_id)
         return self.route(scenario, release_id, tags)
 
+    def pinned_pending(self, scenario: str, release_id: str) -> bool:
+        """Whether a pin a request was routed with names a pending release (from memory)."""
+        return self.serving.pinned_pending(scenario, release_id)
+
     async def request_failed(self, scenario: str, rollout_id: str, ctx: RequestContext) -> None:
         """A request a rollout routed failed (5xx, timeout): it counts against its arm."""
         await self.rollouts.failed(scenario, rollout_id, ctx)

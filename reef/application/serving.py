@@ -43,6 +43,7 @@ class ServingContexts:
         self.prepends_prompt = prepends_prompt
         self._prompts: dict[str, ServingPrompt] = {}  # scenario -> the serving release's chat harness
         self._pinned: dict[tuple[str, str], RequestContext] = {}
+        self._pending: set[tuple[str, str]] = set()  # pinned releases that are pending (a release never changes)
         self._tips: set[tuple[str, str]] = set()  # pinned lineage tips: checked again on every request
         self._tip_checked: dict[tuple[str, str], float] = {}  # when `prepare` last found each pinned tip still the tip
         self._missing: dict[tuple[str, str], float] = {}  # pins found in no release: until when to say so from memory
@@ -63,12 +64,17 @@ class ServingContexts:
             ctx = None
         if ctx is None:
             try:
-                ctx, is_tip = self._pinned_context(scenario, release_id)
+                ctx, release, is_tip = self._pinned_context(scenario, release_id)
             except NotFound:
                 self._note_missing(key)
                 raise
-            self._keep(key, ctx, is_tip)
+            self._keep(key, ctx, release, is_tip)
         return ctx
+
+    def pinned_pending(self, scenario: str, release_id: str) -> bool:
+        """Whether a pin that `context_for` answered names a pending release (from memory; a lineage tip is not
+        one)."""
+        return (scenario, release_id) in self._pending
 
     async def prepare(self, scenario: str, release_id: str | None) -> None:
         """Read a pin from the release store off the event loop when memory cannot answer it, so that
@@ -85,11 +91,11 @@ class ServingContexts:
             if self._tip_still(key, await asyncio.to_thread(self._tip, scenario, release_id), True):
                 return
         try:
-            ctx, is_tip = await asyncio.to_thread(self._pinned_context, scenario, release_id)
+            ctx, release, is_tip = await asyncio.to_thread(self._pinned_context, scenario, release_id)
         except NotFound:
             self._note_missing(key)
             return
-        self._keep(key, ctx, is_tip)
+        self._keep(key, ctx, release, is_tip)
         if is_tip:
             self._tip_checked[key] = time.monotonic()
 
@@ -116,22 +122,26 @@ class ServingContexts:
                 self._tip_checked[key] = time.monotonic()
             return True
         self._pinned.pop(key, None)  # the tip was dropped or moved on: it serves no more
+        self._pending.discard(key)
         self._tips.discard(key)
         self._tip_checked.pop(key, None)
         return False
 
-    def _keep(self, key: tuple[str, str], ctx: RequestContext, is_tip: bool) -> None:
+    def _keep(self, key: tuple[str, str], ctx: RequestContext, release: Release, is_tip: bool) -> None:
         if len(self._pinned) >= _MAX_PINNED_CONTEXTS:
             self._pinned.clear()
+            self._pending.clear()
             self._tips.clear()
             self._tip_checked.clear()
         self._pinned[key] = ctx
         if is_tip:
             self._tips.add(key)
+        elif release.pending:
+            self._pending.add(key)
 
-    def _pinned_context(self, scenario: str, release_id: str) -> tuple[RequestContext, bool]:
-        """A pinned release's context read from the store, and whether it is the lineage tip (no state changes, so
-        it may run in a worker thread)."""
+    def _pinned_context(self, scenario: str, release_id: str) -> tuple[RequestContext, Release, bool]:
+        """A pinned release's context read from the store, the release, and whether it is the lineage tip (no state
+        changes, so it may run in a worker thread)."""
         is_tip = False
         try:
             release = self.release_store.get(scenario, release_id)
@@ -143,10 +153,10 @@ class ServingContexts:
         path = self.release_store.materialize(release)
         if self.recipe.surface == "harness":
             prompt, turns = self.recipe.serving_prompt(path) if self.prepends_prompt else (None, ())
-            return RequestContext(scenario, release_id, system_prompt=prompt, example_turns=turns), is_tip
+            return RequestContext(scenario, release_id, system_prompt=prompt, example_turns=turns), release, is_tip
         # A release that is not the one loaded for the scenario is served like a candidate: from its files.
         candidate = path if self.recipe.surface == "weights" else None
-        return RequestContext(scenario, release_id, candidate_path=candidate), is_tip
+        return RequestContext(scenario, release_id, candidate_path=candidate), release, is_tip
 
     def _tip(self, scenario: str, release_id: str) -> Release | None:
         """The live tip of `scenario`'s working lineage if it is `release_id` (read from the store each time)."""
@@ -166,6 +176,7 @@ class ServingContexts:
         self._prompts.pop(scenario, None)
         self._pinned = {key: ctx for key, ctx in self._pinned.items() if key[0] != scenario}
         self._tips = {key for key in self._tips if key[0] != scenario}
+        self._pending = {key for key in self._pending if key[0] != scenario}
         self._tip_checked = {key: at for key, at in self._tip_checked.items() if key[0] != scenario}
         self._forget_missing(scenario)
 

@@ -48,6 +48,9 @@ class RuntimeAPI(Protocol):
     ) -> tuple[RequestContext, str | None]:
         """`route`, never blocking the event loop: a pinned release is looked up in a worker thread (and cached)."""
 
+    def pinned_pending(self, scenario: str, release_id: str) -> bool:
+        """Whether a pin a request was routed with names a pending release (from memory)."""
+
     async def request_failed(self, scenario: str, rollout_id: str, ctx: RequestContext) -> None:
         """A request a rollout routed failed (5xx, timeout): it counts against its arm."""
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import math
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
@@ -26,7 +25,7 @@ import orjson
 from starlette.requests import Request
 from starlette.responses import Response
 
-from reef.core.errors import BadRequest, Forbidden, NotFound, ReefError
+from reef.core.errors import BadRequest, Forbidden, ReefError
 from reef.core.payloads import InferencePayload, TrainingCapture
 from reef.core.records import Record
 from reef.core.scenarios import Dialect
@@ -43,11 +42,6 @@ log = logging.getLogger("reef.service")
 _background: set[asyncio.Task] = set()
 T = TypeVar("T")
 RESERVED_TAG_PREFIX = "reef-"  # tags Reef sets itself (`reef-episode`); never taken from a client
-_MAX_ALLOWED_PINS = 4096
-ROUTED_TIP_TTL_S = 10.0  # how long a pin found routable but in no stored release (a lineage tip) is trusted
-# (scenario, release id) -> until when a non-admin may pin it without a store lookup: forever for a published
-# release (a release never becomes pending), briefly for a lineage tip (a tip is never a pending release either).
-_allowed_pins: dict[tuple[str, str], float] = {}
 
 
 def _client_tags(request: Request) -> dict[str, str]:
@@ -68,29 +62,12 @@ async def _route(
     The pin is routed first, so an unknown one is a 404 answered from the serving layer's memory."""
     pinned = release_pin_of(request)
     routed = await state.runtime.route_request(scenario, pinned, tags)
-    if pinned is None or held_scope(request.scope) >= Scope.ADMIN or pinned == state.engine.active_release_id(scenario):
-        return routed
-    key = (scenario, pinned)
-    if _allowed_pins.get(key, 0.0) > time.monotonic():
-        return routed
-    try:
-        release = await asyncio.to_thread(state.runtime.release_store.get, scenario, pinned)
-    except NotFound:  # routed, yet in no stored release: the learner's lineage tip
-        _allow_pin(key, time.monotonic() + ROUTED_TIP_TTL_S)
-        return routed
-    if not release.pending:
-        _allow_pin(key, math.inf)
+    if pinned is None or held_scope(request.scope) >= Scope.ADMIN or not state.runtime.pinned_pending(scenario, pinned):
         return routed
     rollout = await asyncio.to_thread(state.runtime.rollout, scenario)
     if rollout.get("state") == "canary" and rollout.get("candidate_release_id") == pinned:
         return routed
     raise Forbidden(f"release {pinned} is pending; pinning it needs {scope_words(Scope.ADMIN)}")
-
-
-def _allow_pin(key: tuple[str, str], until: float) -> None:
-    if len(_allowed_pins) >= _MAX_ALLOWED_PINS:
-        _allowed_pins.clear()
-    _allowed_pins[key] = until
 
 
 def _upstream(notes: dict[str, Any] | None, call: Awaitable[T]) -> Awaitable[T]:
