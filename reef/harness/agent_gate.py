@@ -36,8 +36,9 @@ from reef.core.errors import BadRequest
 from reef.core.path_names import path_component
 from reef.core.settings import Settings
 from reef.harness.agents import AGENTS
+from reef.harness.binding import ModelBinding
 from reef.harness.directed import created_for_review
-from reef.harness.episodes import AgentEpisodes, EpisodeResult, ModelBinding
+from reef.harness.episodes import AgentEpisodes, EpisodeResult
 from reef.harness.tree import HarnessTree, load_tree
 from reef.learning.base import Evaluator
 from reef.learning.evaluation import Task, check

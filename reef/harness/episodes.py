@@ -32,7 +32,7 @@ import tempfile
 import time
 import urllib.parse
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +41,7 @@ from reef.core.scenarios import Dialect
 from reef.core.settings import Settings
 from reef.harness.agent_checks import CheckResult, prepare_workspace, run_check
 from reef.harness.agents import AGENTS, Agent, agent_env
+from reef.harness.binding import ModelBinding
 from reef.harness.chat import chat_harness_of
 from reef.harness.render import render, write_files
 from reef.harness.tree import HarnessTree
@@ -54,22 +55,6 @@ from reef.sandbox.policy import choose_sandbox
 STDERR_TAIL_CHARS = 4_000
 FIRST_UNPRIVILEGED_PORT = 1024
 SANDBOX_REEF_PORT = 8900  # where the agent finds Reef inside the sandbox when Reef's own port is below 1024
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class ModelBinding:
-    """Where an episode's agent sends its model requests: this Reef, a scenario, a model id, a token.
-
-    With `mint` (the gate's bindings), the token is minted for each episode as it starts, `mint(episode_id, ttl_s)`,
-    and replaces `api_key`; Reef tags that episode's records `reef-episode` with the id the token carries."""
-
-    base_url: str
-    scenario: str
-    model: str
-    api_key: str = "reef"
-    max_tokens: int | None = None
-    episode_id: str | None = None
-    mint: Callable[[str, float], str] | None = None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -12,7 +12,8 @@ import pytest
 
 from reef.core.episode_tokens import EpisodeKey
 from reef.core.settings import Settings, StorageSettings
-from reef.harness.episodes import AgentEpisodes, ModelBinding
+from reef.harness.binding import ModelBinding
+from reef.harness.episodes import AgentEpisodes
 from reef.learning.evaluation.tasks import parse_task
 from reef.sandbox.bubblewrap import bwrap_available
 from tests.fakes.reef_process import ReefProcess

@@ -15,7 +15,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from reef.harness.episodes import ModelBinding, PiEpisodes, chat_episode
+from reef.harness.binding import ModelBinding
+from reef.harness.episodes import PiEpisodes, chat_episode
 from reef.harness.tree import HarnessTree, Node
 from tests.fakes.prompt_engine import PromptEngine
 from tests.fakes.reef_process import ReefProcess

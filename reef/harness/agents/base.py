@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from reef.harness.catalog import load_adapter
 
 if TYPE_CHECKING:
-    from reef.harness.episodes import ModelBinding
+    from reef.harness.binding import ModelBinding
     from reef.harness.tree import HarnessTree
 
 _VERSION = re.compile(r"\d+\.\d+\.\d+")

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from reef.harness.agents.base import Agent, Launch, scenario_headers
 
 if TYPE_CHECKING:
-    from reef.harness.episodes import ModelBinding
+    from reef.harness.binding import ModelBinding
     from reef.harness.tree import HarnessTree
 
 

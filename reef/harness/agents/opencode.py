@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from reef.harness.agents.base import Agent, Launch, merged_json, scenario_headers, write_private
 
 if TYPE_CHECKING:
-    from reef.harness.episodes import ModelBinding
+    from reef.harness.binding import ModelBinding
     from reef.harness.tree import HarnessTree
 
 OFFLINE = {
