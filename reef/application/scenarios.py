@@ -29,7 +29,7 @@ from reef.learning.rollout.hooks import RolloutHooks
 from reef.releases.base import CommitLog, ReleaseStore
 from reef.storage.base import RecordStore, ScenarioInfo
 
-log = logging.getLogger("reef.application.runtime")
+log = logging.getLogger(__name__)
 
 
 class Scenarios:

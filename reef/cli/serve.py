@@ -21,7 +21,7 @@ from reef.learning.recipe_config import resolved_rows
 from reef.learning.recipes_registry import recipe_class
 from reef.observability import tracing
 
-log = logging.getLogger("reef")
+log = logging.getLogger(__name__)
 
 
 def add_serve_command(subparsers: Any) -> None:

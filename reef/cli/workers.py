@@ -26,7 +26,7 @@ from typing import Any
 
 from reef.core.settings import Settings
 
-log = logging.getLogger("reef.workers")
+log = logging.getLogger(__name__)
 
 WRITER_FD_ENV = "REEF_WORKER_WRITER_FD"
 RESTART_DELAY_S = 1.0

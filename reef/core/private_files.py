@@ -10,7 +10,7 @@ from pathlib import Path
 
 PRIVATE_DIRECTORY_MODE = 0o700
 PRIVATE_FILE_MODE = 0o600
-log = logging.getLogger("reef.storage")
+log = logging.getLogger(__name__)
 _warned: set[Path] = set()
 
 

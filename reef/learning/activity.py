@@ -12,7 +12,7 @@ from typing import Any
 from reef.core.releases import Commit
 from reef.learning.evaluation.scores import paired_summary
 
-log = logging.getLogger("reef.learning.learner")
+log = logging.getLogger(__name__)
 
 
 class StepActivity:

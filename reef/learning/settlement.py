@@ -21,7 +21,7 @@ from reef.learning.lineage import StepParents, WorkingLineage
 from reef.learning.rollout.hooks import RolloutHooks
 from reef.releases.base import CommitLog, ReleaseStore
 
-log = logging.getLogger("reef.learning.learner")
+log = logging.getLogger(__name__)
 
 Activate = Callable[[str, Release], Awaitable[None]]
 MakeCommit = Callable[..., Commit]

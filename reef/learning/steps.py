@@ -36,7 +36,7 @@ from reef.observability import tracing
 from reef.releases.base import CommitLog, ReleaseStore
 from reef.storage.base import RecordStore
 
-log = logging.getLogger("reef.learning.learner")
+log = logging.getLogger(__name__)
 
 MAX_ATTEMPTS = 3
 

@@ -81,7 +81,7 @@ def create_app(settings: Settings, runtime: RuntimeAPI, records: RecordStore, en
 
 
 RETENTION_INTERVAL_S = 60.0
-log = logging.getLogger("reef.service")
+log = logging.getLogger(__name__)
 
 
 async def _enforce_retention(records: RecordStore, max_body_bytes: int) -> None:

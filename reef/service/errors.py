@@ -14,7 +14,7 @@ from starlette.responses import Response
 from reef.core.errors import ReefError, Unavailable, UpstreamError, UpstreamRejected, UpstreamTimeout
 from reef.service.state import state_of
 
-log = logging.getLogger("reef.service")
+log = logging.getLogger(__name__)
 
 
 def error_response(status: int, type_: str, message: str, headers: dict[str, str] | None = None) -> Response:

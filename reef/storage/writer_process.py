@@ -29,7 +29,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-log = logging.getLogger("reef.storage.writer")
+log = logging.getLogger(__name__)
 
 # commit_group(connection, works, thorough) -> one outcome per work: its result, or the exception for its caller.
 # It runs inside an open transaction; raising from it rolls the whole group back. `thorough` is False on the

@@ -1,133 +1,30 @@
-"""The layering of docs/developer/architecture.md: imports only point down. Walks every module's imports (lazy
-ones too)."""
+"""The layering of docs/developer/architecture.md: its layer table is the allowlist of what each package imports.
+
+Walks every module's imports (lazy and type-only ones too) and compares them with the table: a package imports only
+the packages its row lists, a row lists only packages its modules import, a row names only rows below it, and every
+package under reef/ has a row.
+"""
 
 from __future__ import annotations
 
-import ast
 import sys
 from pathlib import Path
 
-import pytest
+from tests.core.imports import PACKAGE, module_imports, modules, package_of
 
-PACKAGE = Path(__file__).resolve().parents[2] / "reef"
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "developer" / "architecture.md"
+PAGE_NAME = "docs/developer/architecture.md"
 
-# layer -> prefixes it must not import
+# Within the packages a row allows: modules and libraries a layer must still not reach.
 FORBIDDEN: dict[str, tuple[str, ...]] = {
-    "reef.core": (
-        "reef.storage",
-        "reef.releases",
-        "reef.inference",
-        "reef.learning",
-        "reef.recipes",
-        "reef.harness",
-        "reef.service",
-        "reef.cli",
-        "sqlalchemy",
-        "httpx",
-        "aiohttp",
-        "torch",
-        "transformers",
-        "fastapi",
-        "subprocess",
-        "socket",
-    ),
-    "reef.storage": ("reef.service", "reef.learning", "reef.recipes", "reef.harness", "reef.cli", "reef.inference"),
-    "reef.releases": ("reef.service", "reef.learning", "reef.recipes", "reef.harness", "reef.cli", "reef.inference"),
-    # Between replicas: elections and release hints; the learning layer runs them, they know nothing above storage.
-    "reef.coordination": (
-        "reef.service",
-        "reef.learning",
-        "reef.recipes",
-        "reef.harness",
-        "reef.cli",
-        "reef.inference",
-    ),
-    "reef.inference": ("reef.service", "reef.learning", "reef.recipes", "reef.harness", "reef.cli"),
-    # Just above core: the learning and service layers call it, it calls none of them.
-    "reef.observability": (
-        "reef.storage",
-        "reef.releases",
-        "reef.inference",
-        "reef.learning",
-        "reef.recipes",
-        "reef.harness",
-        "reef.service",
-        "reef.cli",
-    ),
-    # The step pipeline: learner, steps, growth, judgement, settlement, gate, recovery, and the training launchers.
-    # Recipes are loaded by name; the harness reaches it only through a recipe's hooks.
-    "reef.learning": (
-        "reef.service",
-        "reef.cli",
-        "reef.demo",
-        "reef.application",
-        "reef.judge",
-        "reef.harness",
-        "reef.recipes",
-    ),
-    # The torch side of training (the job process): below the learning pipeline, which launches it.
-    "reef.training": (
-        "reef.service",
-        "reef.cli",
-        "reef.demo",
-        "reef.application",
-        "reef.learning",
-        "reef.recipes",
-        "reef.harness",
-        "reef.judge",
-        "reef.storage",
-        "reef.releases",
-        "reef.coordination",
-        "reef.discovery",
-    ),
-    # What the HTTP edge calls: composes the pipeline, the stores and the engine; knows no HTTP and no torch.
-    "reef.application": ("reef.service", "reef.cli", "reef.demo", "reef.training", "reef.harness", "torch"),
-    # Drivers that talk to a `reef serve` child over HTTP, like any client.
-    "reef.demo": ("reef.cli", "reef.service"),
-    # The openclawrl judge: sessions, votes, the worker; on the learning contracts, below the recipes.
-    "reef.judge": (
-        "reef.service",
-        "reef.cli",
-        "reef.recipes",
-        "reef.storage",
-        "reef.releases",
-        "reef.inference",
-        "reef.harness",
-        "reef.learning.learner",
-        "reef.learning.steps",
-        "reef.application.runtime",
-        "reef.application.scenarios",
-        "torch",
-    ),
-    "reef.recipes": ("reef.service", "reef.cli", "reef.demo", "reef.application"),
-    "reef.harness": ("reef.service", "reef.cli", "reef.demo", "reef.application", "reef.recipes"),
-    # Running untrusted things: used by harness episodes and discovery, knows neither.
-    "reef.sandbox": (
-        "reef.service",
-        "reef.cli",
-        "reef.learning",
-        "reef.recipes",
-        "reef.harness",
-        "reef.discovery",
-        "reef.inference",
-        "reef.storage",
-        "reef.releases",
-    ),
-    # Problems and the search archive: pure domain; evaluating an attempt goes through the sandbox.
-    "reef.discovery": (
-        "reef.service",
-        "reef.cli",
-        "reef.learning",
-        "reef.recipes",
-        "reef.harness",
-        "reef.inference",
-        "reef.storage",
-        "reef.releases",
-        "torch",
-    ),
+    "reef.core": ("sqlalchemy", "httpx", "aiohttp", "torch", "transformers", "fastapi", "subprocess", "socket"),
+    # What the HTTP edge calls knows no torch.
+    "reef.application": ("torch",),
+    # The judge is on the learning contracts, not the pipeline that runs them.
+    "reef.judge": ("reef.learning.learner", "reef.learning.steps", "torch"),
+    "reef.discovery": ("torch",),
     # The edge goes through contracts, never implementations.
     "reef.service": (
-        "reef.cli",
         "reef.storage.sql",
         "reef.storage.group_commit",
         "reef.releases.git",
@@ -142,44 +39,133 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
 }
 
 
-def _module_name(path: Path) -> str:
-    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+def layer_table(text: str) -> list[tuple[str, frozenset[str]]]:
+    """The rows of the page's layer table, top first: (package, the reef packages its row lists)."""
+    section = text.split("## Layers", 1)[1].split("\n## ", 1)[0]
+    rows = []
+    for line in section.splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if len(cells) < 2 or not cells[0].startswith("`reef."):
+            continue
+        listed = {name.strip().strip("`") for name in cells[1].split(",") if name.strip() not in ("", "—")}
+        rows.append((cells[0].strip("`"), frozenset(f"reef.{name}" for name in listed)))
+    return rows
 
 
-def _imports(path: Path) -> set[str]:
-    found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
-        if isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            found.add(node.module)
+def _packages(root: Path) -> set[str]:
+    return {package_of(module) for module in modules(root)} - {"reef"}
+
+
+def _imports_by_package(root: Path) -> dict[str, dict[str, str]]:
+    """reef.<package> -> {each other reef package it imports: the first module that imports it}."""
+    found: dict[str, dict[str, str]] = {}
+    for module, path in modules(root).items():
+        package = package_of(module)
+        for imported in sorted(module_imports(path, root)):
+            target = package_of(imported)
+            if imported.startswith("reef.") and target not in (package, "reef"):
+                found.setdefault(package, {}).setdefault(target, f"{module} imports {imported}")
     return found
 
 
-def _violations() -> list[str]:
+def _short(packages: object) -> str:
+    return ", ".join(f"`{name.removeprefix('reef.')}`" for name in sorted(packages))  # type: ignore[attr-defined]
+
+
+def table_problems(rows: list[tuple[str, frozenset[str]]], root: Path = PACKAGE) -> list[str]:
+    """Each way the layer table and the import graph disagree, saying which row to change and how."""
     problems = []
-    for path in sorted(PACKAGE.rglob("*.py")):
-        module = _module_name(path)
-        for layer, forbidden in FORBIDDEN.items():
-            if module != layer and not module.startswith(layer + "."):
-                continue
-            for imported in _imports(path):
-                if any(imported == f or imported.startswith(f + ".") for f in forbidden):
-                    problems.append(f"{module} imports {imported} (forbidden for {layer})")
+    allowed = dict(rows)
+    order = [package for package, _ in rows]
+    imports = _imports_by_package(root)
+    for package in sorted(_packages(root) - set(allowed)):
+        problems.append(
+            f"{package} has no row in the layer table of {PAGE_NAME}: add `| `{package}` | "
+            f"{_short(imports.get(package, {})) or '—'} | what it holds |` above every row it imports"
+        )
+    for package in sorted(set(allowed) - _packages(root)):
+        problems.append(f"the `{package}` row of the layer table of {PAGE_NAME} names no package: remove it")
+    for package, listed in rows:
+        used = imports.get(package, {})
+        for target in sorted(set(used) - listed):
+            problems.append(
+                f"{used[target]}: add `{target.removeprefix('reef.')}` to the imports of the `{package}` row "
+                f"in {PAGE_NAME}"
+            )
+        for target in sorted(listed - set(used)):
+            problems.append(
+                f"no module of {package} imports {target}: remove `{target.removeprefix('reef.')}` from the "
+                f"imports of the `{package}` row in {PAGE_NAME}"
+            )
+        for target in sorted(listed):
+            if target in order and order.index(target) <= order.index(package):
+                problems.append(
+                    f"the `{package}` row in {PAGE_NAME} imports `{target.removeprefix('reef.')}`, which is not "
+                    f"below it: an upward arrow (move the `{package}` row above the `{target}` row, or drop the import)"
+                )
     return problems
 
 
-def test_every_import_points_down_the_layers() -> None:
-    assert _violations() == []
+def test_the_layer_table_matches_what_each_package_imports() -> None:
+    assert table_problems(layer_table(PAGE.read_text())) == []
 
 
-def test_the_walker_notices_an_upward_import(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    fake = tmp_path / "reef" / "core"
+def test_the_table_reader_finds_every_row_of_the_page() -> None:
+    rows = layer_table(PAGE.read_text())
+    assert rows[-1] == ("reef.core", frozenset())
+    assert len(rows) == len(_packages(PACKAGE)) and ("reef.sandbox", frozenset()) in rows
+
+
+def test_an_import_the_table_does_not_list_and_a_package_without_a_row_fail(tmp_path: Path) -> None:
+    (tmp_path / "reef" / "core").mkdir(parents=True)
+    (tmp_path / "reef" / "service").mkdir()
+    (tmp_path / "reef" / "fresh").mkdir()
+    (tmp_path / "reef" / "core" / "bad.py").write_text("def f():\n    from reef.service.app import create_app\n")
+    (tmp_path / "reef" / "service" / "app.py").write_text("from reef.core import values\n")
+    (tmp_path / "reef" / "fresh" / "thing.py").write_text("")
+    rows = [("reef.service", frozenset({"reef.core"})), ("reef.core", frozenset())]
+    assert table_problems(rows, tmp_path / "reef") == [
+        f"reef.fresh has no row in the layer table of {PAGE_NAME}: add `| `reef.fresh` | — | what it holds |` "
+        "above every row it imports",
+        f"reef.core.bad imports reef.service.app: add `service` to the imports of the `reef.core` row in {PAGE_NAME}",
+    ]
+
+
+def test_a_stale_entry_and_an_upward_arrow_in_the_table_fail(tmp_path: Path) -> None:
+    (tmp_path / "reef" / "core").mkdir(parents=True)
+    (tmp_path / "reef" / "service").mkdir()
+    (tmp_path / "reef" / "core" / "values.py").write_text("from reef.service import app\n")
+    (tmp_path / "reef" / "service" / "app.py").write_text("")
+    rows = [("reef.service", frozenset({"reef.core"})), ("reef.core", frozenset({"reef.service"}))]
+    assert table_problems(rows, tmp_path / "reef") == [
+        f"no module of reef.service imports reef.core: remove `core` from the imports of the `reef.service` row in "
+        f"{PAGE_NAME}",
+        f"the `reef.core` row in {PAGE_NAME} imports `service`, which is not below it: an upward arrow (move the "
+        "`reef.core` row above the `reef.service` row, or drop the import)",
+    ]
+
+
+def _forbidden_reaches(root: Path = PACKAGE) -> list[str]:
+    problems = []
+    for module, path in modules(root).items():
+        forbidden = FORBIDDEN.get(package_of(module), ())
+        for imported in sorted(module_imports(path, root)):
+            if any(imported == f or imported.startswith(f + ".") for f in forbidden):
+                problems.append(f"{module} imports {imported} (forbidden for {package_of(module)})")
+    return problems
+
+
+def test_no_layer_reaches_a_module_or_library_kept_from_it() -> None:
+    assert _forbidden_reaches() == []
+
+
+def test_the_walker_notices_a_forbidden_module(tmp_path: Path) -> None:
+    fake = tmp_path / "reef" / "service"
     fake.mkdir(parents=True)
-    (fake / "bad.py").write_text("from reef.service.app import create_app\n")
-    monkeypatch.setattr(sys.modules[__name__], "PACKAGE", tmp_path / "reef")
-    assert _violations() == ["reef.core.bad imports reef.service.app (forbidden for reef.core)"]
+    (fake / "bad.py").write_text("from reef.storage.sql import open_record_store\n")
+    assert _forbidden_reaches(tmp_path / "reef") == [
+        "reef.service.bad imports reef.storage.sql (forbidden for reef.service)"
+    ]
 
 
 def test_importing_the_service_and_the_command_line_imports_no_torch() -> None:
@@ -191,46 +177,3 @@ def test_importing_the_service_and_the_command_line_imports_no_torch() -> None:
     )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
-
-
-def _package_graph() -> dict[str, set[str]]:
-    """reef.<package> -> the reef packages its modules import (lazy imports too)."""
-    graph: dict[str, set[str]] = {}
-    for path in sorted(PACKAGE.rglob("*.py")):
-        package = ".".join(_module_name(path).split(".")[:2])
-        for imported in _imports(path):
-            target = ".".join(imported.split(".")[:2])
-            if imported.startswith("reef.") and target != package:
-                graph.setdefault(package, set()).add(target)
-    return graph
-
-
-def _cycle(graph: dict[str, set[str]]) -> list[str]:
-    """One cycle of `graph` as a path that returns to its start, or [] if it has none."""
-    state: dict[str, int] = {}  # 1: on the current path, 2: done
-    path: list[str] = []
-
-    def visit(node: str) -> list[str]:
-        state[node] = 1
-        path.append(node)
-        for nxt in sorted(graph.get(node, ())):
-            if state.get(nxt) == 1:
-                return path[path.index(nxt) :] + [nxt]
-            if nxt not in state and (found := visit(nxt)):
-                return found
-        state[node] = 2
-        path.pop()
-        return []
-
-    for node in sorted(graph):
-        if node not in state and (found := visit(node)):
-            return found
-    return []
-
-
-def test_no_two_packages_import_each_other_even_through_others() -> None:
-    assert _cycle(_package_graph()) == []
-
-
-def test_the_cycle_finder_notices_a_cycle() -> None:
-    assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]

@@ -38,7 +38,7 @@ from reef.service.middleware import episode_of, held_scope
 from reef.service.scopes import Scope, scope_words
 from reef.service.state import ServiceState
 
-log = logging.getLogger("reef.service")
+log = logging.getLogger(__name__)
 _background: set[asyncio.Task] = set()
 T = TypeVar("T")
 RESERVED_TAG_PREFIX = "reef-"  # tags Reef sets itself (`reef-episode`); never taken from a client
