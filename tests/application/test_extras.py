@@ -11,10 +11,13 @@ import pytest
 from reef.application.config import ConfigError, load_settings, parse_overrides
 from reef.application.extras import check_extras
 from reef.cli.main import main
+from reef.core.capabilities import Capability
 from reef.core.settings import Settings
+from reef.learning.recipes_registry import builtin_recipes
 
-WEIGHTS_RECIPES = ["sft", "rl", "grpo", "sdft", "sdpo", "opd", "openclawrl", "tttd", "tttd-mean", "guidance_ttt"]
-HARNESS_RECIPES = ["basic", "evolve", "gepa", "ace", "reasoning_bank", "meta_harness"]
+# The recipes that train weights are those that need the engine to serve an adapter.
+WEIGHTS_RECIPES = [name for name, recipe in builtin_recipes().items() if Capability.SERVE_ADAPTER in recipe.needs]
+OTHER_RECIPES = [name for name in builtin_recipes() if name not in WEIGHTS_RECIPES]
 
 
 def _settings(*flags: str) -> Settings:
@@ -39,7 +42,7 @@ def missing(monkeypatch: pytest.MonkeyPatch) -> set[str]:
 UPSTREAM = ("--inference.upstream-url", "http://127.0.0.1:9")
 
 
-@pytest.mark.parametrize("recipe", HARNESS_RECIPES)
+@pytest.mark.parametrize("recipe", OTHER_RECIPES)
 def test_an_upstream_with_a_recipe_that_trains_no_weights_needs_no_extra(missing: set[str], recipe: str) -> None:
     missing.update({"torch", "transformers", "peft", "gguf", "safetensors", "accelerate", "llguidance", "ray"})
     check_extras(_settings(*UPSTREAM, "--learning.recipe", recipe))
@@ -113,7 +116,7 @@ def test_serving_an_upstream_with_any_recipe_that_trains_no_weights_imports_no_e
     import sys
 
     found = subprocess.run(
-        [sys.executable, "-c", _CORE_PATH_PROBE, *HARNESS_RECIPES], capture_output=True, text=True, timeout=300
+        [sys.executable, "-c", _CORE_PATH_PROBE, *OTHER_RECIPES], capture_output=True, text=True, timeout=300
     )
     assert found.returncode == 0, found.stderr[-3000:]
     assert found.stdout.strip().splitlines()[-1] == "[]"

@@ -9,9 +9,10 @@ from reef.application.config import ConfigError
 from reef.cli.main import main
 from reef.core.capabilities import ENGINE_SUPPLIES, Capability
 from reef.core.settings import EvaluationSettings, InferenceSettings, LearningSettings, Settings
+from reef.learning.recipes_registry import builtin_recipes
 
-WEIGHTS = ["sft", "rl", "grpo", "sdft", "sdpo", "opd", "openclawrl", "tttd", "tttd-mean", "guidance_ttt"]
-NO_ENGINE_NEEDS = ["basic", "evolve", "gepa", "ace", "reasoning_bank", "meta_harness"]
+WEIGHTS = [name for name, recipe in builtin_recipes().items() if Capability.SERVE_ADAPTER in recipe.needs]
+NO_ENGINE_NEEDS = [name for name, recipe in builtin_recipes().items() if not recipe.needs]
 BACKENDS = ["upstream", "local", "vllm", "sglang"]
 # The least configuration each recipe accepts (the recipe is built, so its configuration is checked first).
 CONFIGS = {"opd": {"teacher": "ema"}, "openclawrl": {"judge_function": "reef.demo.user:judge"}}
@@ -43,12 +44,13 @@ def test_recording_and_harness_recipes_run_behind_every_engine(recipe, backend):
     check_engine_capability(settings(recipe, backend))
 
 
-@pytest.mark.parametrize("recipe", ["rl", "grpo", "sdpo", "sdft", "opd", "openclawrl", "tttd"])
-def test_on_policy_recipes_declare_that_they_need_token_capture(recipe):
-    from reef.learning.recipes_registry import recipe_class
+def test_every_weights_recipe_but_sft_learns_on_policy_and_needs_token_capture():
+    off_policy = [name for name in WEIGHTS if Capability.TOKEN_CAPTURE not in builtin_recipes()[name].needs]
+    assert off_policy == ["sft"]
 
-    assert Capability.TOKEN_CAPTURE in recipe_class(recipe).needs
-    assert Capability.TOKEN_CAPTURE not in recipe_class("sft").needs
+
+def test_every_built_in_recipe_either_trains_weights_or_needs_nothing_of_the_engine():
+    assert sorted(WEIGHTS + NO_ENGINE_NEEDS) == sorted(builtin_recipes()) and len(WEIGHTS) >= 10
 
 
 @pytest.mark.parametrize("backend", ["upstream", "vllm", "sglang"])
