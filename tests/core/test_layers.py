@@ -7,6 +7,7 @@ package under reef/ has a row.
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -177,3 +178,30 @@ def test_importing_the_service_and_the_command_line_imports_no_torch() -> None:
     )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def named_paths(text: str) -> list[str]:
+    """The files, folders and modules of the repository a page names in code spans (`reef/…`, `tests/…`, `reef.…`)."""
+    spans = re.findall(r"`([^`\s]+)`", text)
+    return [span for span in spans if re.fullmatch(r"(reef|tests)/[\w/.-]+|reef(\.\w+)+", span)]
+
+
+def missing_paths(text: str, checkout: Path = PACKAGE.parent) -> list[str]:
+    """Each path or module `named_paths` finds that the checkout does not hold."""
+    missing = []
+    for name in named_paths(text):
+        where = checkout / name if "/" in name else checkout.joinpath(*name.split("."))
+        if not (where.exists() or where.with_suffix(".py").is_file()):
+            missing.append(name)
+    return missing
+
+
+def test_every_file_and_module_the_architecture_page_names_exists() -> None:
+    assert missing_paths(PAGE.read_text()) == []
+
+
+def test_a_renamed_module_on_the_page_is_noticed(tmp_path: Path) -> None:
+    (tmp_path / "reef" / "learning").mkdir(parents=True)
+    (tmp_path / "reef" / "learning" / "steps.py").write_text("")
+    page = "`reef/learning/steps.py`, `reef.learning.steps`, `reef/learning/rollout/`, `reef.learning.gone`, `x.py`"
+    assert missing_paths(page, tmp_path) == ["reef/learning/rollout/", "reef.learning.gone"]
