@@ -33,6 +33,7 @@ from reef.learning.evaluation.tasks import GateTasks
 from reef.learning.gate import GateSources
 from reef.learning.growth import default_backend_factory
 from reef.learning.learner import Learner
+from reef.learning.services import LearningServices
 from reef.releases.base import CommitLog, ReleaseStore
 from reef.storage.base import RecordStore, ScenarioInfo
 
@@ -86,25 +87,7 @@ class Runtime:
         self.serving = ServingContexts(recipe, releases, engine, prepends_prompt=not self.evaluator.runs_agent)
         self.selector = selector or default_selector(recipe, settings)
         self._started = False
-        self.scenarios = Scenarios(
-            settings,
-            records,
-            releases,
-            commits,
-            engine,
-            recipe=recipe,
-            learns=self.learns,
-            evaluator=self.evaluator,
-            selector=self.selector,
-            backend_factory=backend_factory or default_backend_factory(settings),
-            gate=self.gate,
-            serving=self.serving,
-            election=election or SoleElection(settings.reef.replica_id),
-            hints=hints or NoHints(),
-            learner_engine=learner_engine,
-            budget=self.budget,
-        )
-        self.replica = self.scenarios.replica
+        # Rollouts and scenarios call each other: each reaches the other through a name looked up when called.
         self.rollouts = Rollouts(
             settings,
             records,
@@ -112,11 +95,32 @@ class Runtime:
             self.serving,
             surface=recipe.surface,
             leads=lambda name: name in self.scenarios.learners,
-            learner_of=self.scenarios.learners.get,
-            commit_lock=self.scenarios.commit_lock,
-            published=self.scenarios.published,
+            learner_of=lambda name: self.scenarios.learners.get(name),
+            commit_lock=lambda name: self.scenarios.commit_lock(name),
+            published=lambda name, release: self.scenarios.published(name, release),
         )
-        self.scenarios.rollouts = self.rollouts
+        self.services = LearningServices(
+            settings,
+            records,
+            releases,
+            commits,
+            learner_engine,
+            recipe,
+            self.evaluator,
+            self.selector,
+            backend_factory or default_backend_factory(settings),
+            self.gate,
+            self.budget,
+            rollouts=self.rollouts,
+            learns=self.learns,
+        )
+        self.scenarios = Scenarios(
+            self.services,
+            serving=self.serving,
+            election=election or SoleElection(settings.reef.replica_id),
+            hints=hints or NoHints(),
+        )
+        self.replica = self.scenarios.replica
 
     # ---- lifecycle -------------------------------------------------------------------------------------------
 
