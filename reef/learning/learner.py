@@ -32,6 +32,7 @@ from reef.core.errors import BadRequest, Conflict
 from reef.core.payloads import ControlState, LearnerStatus
 from reef.core.records import Record
 from reef.core.releases import Commit, Verdict
+from reef.core.views import StepQueued
 from reef.learning.activity import StepActivity, commit_summary
 from reef.learning.base import Batch, Processor
 from reef.learning.budget import usage_tokens
@@ -145,7 +146,7 @@ class Learner:
         self.wake()
         return self.control()
 
-    async def request_step(self, text: str | None = None, release_id: str | None = None) -> dict[str, Any]:
+    async def request_step(self, text: str | None = None, release_id: str | None = None) -> StepQueued:
         """Queue one step now (POST /reef/train): it trains on what is ready, hands `text` to the recipe and, with
         `release_id`, trains from that release; it is judged against the serving release as any step is.
 
@@ -176,7 +177,14 @@ class Learner:
                 request = await self._control.queue(text, release_id)
         log.info("learner %s: step %s requested", self.scenario, request["step_id"])
         self.wake()
-        return {**request, "scenario": self.scenario, "state": "queued"}
+        return {
+            "step_id": request["step_id"],
+            "text": request["text"],
+            "release_id": request["release_id"],
+            "requested_at": request["requested_at"],
+            "scenario": self.scenario,
+            "state": "queued",
+        }
 
     async def record_outcome(
         self, verdict: Verdict, reason: str, release_id: str | None, parent_release_id: str | None, metrics: dict

@@ -11,7 +11,7 @@ from starlette.responses import Response
 import reef
 from reef.service.middleware import held_scope
 from reef.service.scopes import Scope
-from reef.service.state import runtime_of, state_of
+from reef.service.state import state_of, training_of
 
 router = APIRouter(tags=["system"])
 
@@ -23,7 +23,7 @@ async def healthz() -> dict[str, Any]:
 
 @router.get("/reef/status", summary="Per-scenario learner state")
 async def status(request: Request) -> dict[str, Any]:
-    found = {"version": reef.__version__, **runtime_of(request).status()}
+    found = {"version": reef.__version__, **training_of(request).status()}
     if held_scope(request.scope) < Scope.ADMIN:
         for entry in found["scenarios"].values():
             _as_an_agent_sees(entry)
