@@ -183,10 +183,12 @@ class RolloutAPI(Protocol):
     """A scenario's canary rollout."""
 
     def rollout(self, scenario: str) -> JSONObject:
-        """The scenario's open or last rollout (`state` `none` when it never had one)."""
+        """The scenario's open or last rollout (`state` `none` when it never had one; reads the record store: call
+        it from a worker thread)."""
 
     def rollout_views(self) -> dict[str, JSONObject]:
-        """Every live scenario's open or last rollout, for the metrics."""
+        """Every live scenario's open or last rollout, for the metrics (reads the record store: call it from a
+        worker thread)."""
 
     async def end_rollout(self, scenario: str, action: str) -> JSONObject:
         """Promote or roll back the scenario's open rollout now; Conflict when none is open."""

@@ -1,6 +1,6 @@
 """The read routes reach git and the database from a worker thread, never from the event loop that serves every
-other request: the release listing (`git rev-list`), the commit log, and the record store's pages, records and
-scenario list."""
+other request: the release listing (`git rev-list`), the commit log, the record store's pages and scenario list,
+and the rollouts it keeps."""
 
 from __future__ import annotations
 
@@ -53,6 +53,8 @@ def _watch(monkeypatch: pytest.MonkeyPatch, owner: Any, name: str, threads: list
         (f"/reef/scenarios/{S}/commits", "commits", "list"),
         (f"/reef/scenarios/{S}/records", "records", "page"),
         ("/reef/scenarios", "records", "scenarios"),
+        (f"/reef/scenarios/{S}/rollout", "records", "rollout"),
+        ("/metrics", "records", "rollouts"),
     ],
 )
 async def test_a_read_route_calls_its_store_from_a_worker_thread(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -44,5 +45,5 @@ def _as_an_agent_sees(entry: dict[str, Any]) -> None:
 @router.get("/metrics", summary="Prometheus metrics", include_in_schema=False)
 async def metrics(request: Request) -> Response:
     state = state_of(request)
-    state.metrics.show_rollouts(state.runtime.rollout_views())
+    state.metrics.show_rollouts(await asyncio.to_thread(state.runtime.rollout_views))  # a database read
     return Response(generate_latest(state.metrics.registry), media_type=CONTENT_TYPE_LATEST)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -37,7 +38,7 @@ async def update(request: Request, scenario: str, body: ScenarioUpdate) -> dict[
 @router.get("/reef/scenarios/{scenario}/rollout", summary="The scenario's open or last rollout and its evidence")
 async def rollout(request: Request, scenario: str) -> dict[str, Any]:
     existing_scenario(request, scenario)
-    return rollout_of(request).rollout(scenario)
+    return await asyncio.to_thread(rollout_of(request).rollout, scenario)  # a database read: off the event loop
 
 
 @router.post("/reef/scenarios/{scenario}/rollout", summary="Promote or roll back the open rollout now")
