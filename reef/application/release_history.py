@@ -13,7 +13,7 @@ from reef.core.releases import Release, ReleaseOperation
 from reef.core.views import ReleaseRow
 from reef.releases.base import ReleaseStore
 
-log = logging.getLogger("reef.application.runtime")
+log = logging.getLogger(__name__)
 
 
 class ReleaseHistory:
