@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +35,7 @@ from reef.core.views import (
     StepQueued,
 )
 from reef.inference.base import Engine, RequestContext
-from reef.learning.base import Evaluator, Recipe, Selector
+from reef.learning.base import Evaluator, Recipe, Selector, TrainingBackend
 from reef.learning.budget import MeteredEngine, UpstreamBudget, usage_tokens
 from reef.learning.control import contract
 from reef.learning.evaluation.defaults import default_evaluator, default_selector
@@ -65,7 +66,7 @@ class Runtime:
         recipe: Recipe | None = None,
         evaluator: Evaluator | None = None,
         selector: Selector | None = None,
-        backend_factory: Any = None,
+        backend_factory: Callable[[], TrainingBackend] | None = None,
         election: Election | None = None,
         hints: ReleaseHints | None = None,
         budget: UpstreamBudget | None = None,
