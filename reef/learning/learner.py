@@ -64,7 +64,6 @@ class Learner:
         leading: Callable[[], Awaitable[bool]] | None = None,
     ) -> None:
         self.scenario = scenario
-        self.services = services
         self.budget = services.budget
         self.recipe = recipe = services.recipe
         self.settings = settings = services.settings
