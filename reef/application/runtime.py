@@ -10,8 +10,12 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
+from reef.application.recording import Recording
+from reef.application.release_history import ReleaseHistory
 from reef.application.rollout import Rollouts, check_rollout
 from reef.application.scenarios import Scenarios
 from reef.application.search import serving_search
@@ -20,10 +24,18 @@ from reef.application.status import deployment_status
 from reef.coordination.election import Election, SoleElection
 from reef.coordination.hints import NoHints, ReleaseHints
 from reef.core.errors import Conflict, NotFound
-from reef.core.releases import Release, ReleaseOperation
+from reef.core.releases import Commit, Release
 from reef.core.settings import Settings
+from reef.core.views import (
+    ControlView,
+    GateTasksAdded,
+    GateTasksCleared,
+    GateTasksView,
+    ReleaseRow,
+    StepQueued,
+)
 from reef.inference.base import Engine, RequestContext
-from reef.learning.base import Evaluator, Recipe, Selector
+from reef.learning.base import Evaluator, Recipe, Selector, TrainingBackend
 from reef.learning.budget import MeteredEngine, UpstreamBudget, usage_tokens
 from reef.learning.control import contract
 from reef.learning.evaluation.defaults import default_evaluator, default_selector
@@ -33,6 +45,7 @@ from reef.learning.evaluation.tasks import GateTasks
 from reef.learning.gate import GateSources
 from reef.learning.growth import default_backend_factory
 from reef.learning.learner import Learner
+from reef.learning.services import LearningServices
 from reef.releases.base import CommitLog, ReleaseStore
 from reef.storage.base import RecordStore, ScenarioInfo
 
@@ -53,7 +66,7 @@ class Runtime:
         recipe: Recipe | None = None,
         evaluator: Evaluator | None = None,
         selector: Selector | None = None,
-        backend_factory: Any = None,
+        backend_factory: Callable[[], TrainingBackend] | None = None,
         election: Election | None = None,
         hints: ReleaseHints | None = None,
         budget: UpstreamBudget | None = None,
@@ -86,25 +99,7 @@ class Runtime:
         self.serving = ServingContexts(recipe, releases, engine, prepends_prompt=not self.evaluator.runs_agent)
         self.selector = selector or default_selector(recipe, settings)
         self._started = False
-        self.scenarios = Scenarios(
-            settings,
-            records,
-            releases,
-            commits,
-            engine,
-            recipe=recipe,
-            learns=self.learns,
-            evaluator=self.evaluator,
-            selector=self.selector,
-            backend_factory=backend_factory or default_backend_factory(settings),
-            gate=self.gate,
-            serving=self.serving,
-            election=election or SoleElection(settings.reef.replica_id),
-            hints=hints or NoHints(),
-            learner_engine=learner_engine,
-            budget=self.budget,
-        )
-        self.replica = self.scenarios.replica
+        # Rollouts and scenarios call each other: each reaches the other through a name looked up when called.
         self.rollouts = Rollouts(
             settings,
             records,
@@ -112,11 +107,35 @@ class Runtime:
             self.serving,
             surface=recipe.surface,
             leads=lambda name: name in self.scenarios.learners,
-            learner_of=self.scenarios.learners.get,
-            commit_lock=self.scenarios.commit_lock,
-            published=self.scenarios.published,
+            learner_of=lambda name: self.scenarios.learners.get(name),
+            commit_lock=lambda name: self.scenarios.commit_lock(name),
+            published=lambda name, release: self.scenarios.published(name, release),
         )
-        self.scenarios.rollouts = self.rollouts
+        self.services = LearningServices(
+            settings,
+            records,
+            releases,
+            commits,
+            learner_engine,
+            recipe,
+            self.evaluator,
+            self.selector,
+            backend_factory or default_backend_factory(settings),
+            self.gate,
+            self.budget,
+            rollouts=self.rollouts,
+            learns=self.learns,
+        )
+        self.scenarios = Scenarios(
+            self.services,
+            serving=self.serving,
+            election=election or SoleElection(settings.reef.replica_id),
+            hints=hints or NoHints(),
+        )
+        self.replica = self.scenarios.replica
+        self.recording = Recording(records, self.notify)
+        self.history = ReleaseHistory(releases, self.rollouts, self.scenarios)
+        self._retention: asyncio.Task[None] | None = None
 
     # ---- lifecycle -------------------------------------------------------------------------------------------
 
@@ -125,6 +144,9 @@ class Runtime:
         await self.rollouts.sync()
         scenarios = await self.scenarios.start()
         self.rollouts.start()
+        if self.settings.storage.retention_max_body_bytes is not None:
+            retention = self.recording.enforce_retention(self.settings.storage.retention_max_body_bytes)
+            self._retention = asyncio.create_task(retention, name="reef-retention")
         self._started = True
         log.info(
             "runtime: replica %s, %d scenarios (leading %d), recipe %s, learning %s",
@@ -137,6 +159,9 @@ class Runtime:
 
     async def stop(self) -> None:
         """Stop every learner (unacknowledged batches are retried at the next start), then give up its locks."""
+        if self._retention is not None:
+            self._retention.cancel()
+            self._retention = None
         await self.rollouts.stop()
         await self.scenarios.stop()
 
@@ -154,6 +179,13 @@ class Runtime:
     async def delete_scenario(self, name: str) -> None:
         """Archive the scenario's records and release refs and stop its learner; NotFound if unknown."""
         await self.scenarios.delete(name)
+
+    def require_harness(self, scenario: str | None = None) -> None:
+        """NotFound unless the recipe evolves a harness (and, given one, `scenario` is live)."""
+        if self.recipe.surface != "harness":
+            raise NotFound(f"the recipe {self.recipe.name!r} does not evolve a harness")
+        if scenario is not None and not self.known_scenario(scenario):
+            raise NotFound(f"unknown scenario {scenario!r}")
 
     # ---- serving ---------------------------------------------------------------------------------------------
 
@@ -221,56 +253,36 @@ class Runtime:
 
     # ---- releases and commits --------------------------------------------------------------------------------
 
-    def releases(self, scenario: str) -> list[dict[str, Any]]:
-        """Every release of `scenario`, newest first, marking the serving one `current` and an open rollout's
-        candidate `canary`."""
+    def releases(self, scenario: str) -> list[ReleaseRow]:
+        """Every release of `scenario`, newest first (`ReleaseHistory.releases`; reads git)."""
         self._require(scenario)
-        head = self.release_store.head(scenario)
-        current = head.release_id if head is not None else None
-        canary = self.rollouts.open_candidate(scenario)
-        return [
-            {**release.to_json(current=release.release_id == current), "canary": release.release_id == canary}
-            for release in self.release_store.list(scenario)
-        ]
+        return self.history.releases(scenario)
+
+    async def release(self, scenario: str, release_id: str | None) -> Release:
+        """The release `release_id` of `scenario`, or its serving one when None; NotFound if there is none."""
+        return await self.history.release(scenario, release_id)
+
+    async def materialize(self, release: Release) -> Path:
+        """The directory holding the release's content (checked out once, then cached)."""
+        return await asyncio.to_thread(self.release_store.materialize, release)
 
     async def rollback(self, scenario: str, release_id: str) -> Release:
         """Serve an earlier release again, as a new release; Conflict if it is pending or already serving."""
-        return await self._restore(scenario, release_id, "rollback")
+        self._require(scenario)
+        return await self.history.restore(scenario, release_id, "rollback")
 
     async def promote(self, scenario: str, release_id: str) -> Release:
         """Serve a pending (reviewed) release, as a new release; Conflict if it is not pending."""
-        return await self._restore(scenario, release_id, "promote")
-
-    async def _restore(self, scenario: str, release_id: str, operation: ReleaseOperation) -> Release:
         self._require(scenario)
-        self.rollouts.require_none_open(scenario, operation)
-        async with self.scenarios.commit_lock(scenario):
-            self.rollouts.require_none_open(scenario, operation)
-            target = await asyncio.to_thread(self.release_store.get, scenario, release_id)
-            head = await asyncio.to_thread(self.release_store.head, scenario)
-            if operation == "promote" and not target.pending:
-                raise Conflict(f"release {release_id} is not pending; only pending releases can be promoted")
-            if operation == "rollback" and target.pending:
-                raise Conflict(f"release {release_id} is pending; promote it instead")
-            if operation == "rollback" and head is not None and head.release_id == release_id:
-                raise Conflict(f"release {release_id} is already serving")
-            if operation == "promote" and self.rollouts.canary(scenario):
-                # Rollout mode canary: a reviewed release earns its traffic in a rollout, as a gate winner does.
-                await self.rollouts.begin(scenario, target, head)
-                return target
-            release = await asyncio.to_thread(self.release_store.republish, scenario, release_id, operation)
-            await self.scenarios.published(scenario, release)
-        log.info("runtime: %s %s of %s → %s", scenario, operation, release_id, release.release_id)
-        return release
+        return await self.history.restore(scenario, release_id, "promote")
 
     def commits(
         self, scenario: str, after_step: int = -1, limit: int = 100, *, record_id: str | None = None
-    ) -> list[dict[str, Any]]:
+    ) -> list[Commit]:
         """The learner's step log of `scenario`, ascending from `after_step`; with `record_id`, only the step(s)
-        that consumed that record."""
+        that consumed that record (reads the commit log: call it from a worker thread)."""
         self._require(scenario)
-        found = self.commit_log.list(scenario, after_step, limit, record_id=record_id)
-        return [commit.to_json() for commit in found]
+        return self.commit_log.list(scenario, after_step, limit, record_id=record_id)
 
     def _require(self, scenario: str) -> None:
         if scenario not in self.scenarios.known and self.records.scenario(scenario) is None:
@@ -283,7 +295,7 @@ class Runtime:
         learner = self.scenarios.learners.get(scenario)
         return learner.gate_tasks() if learner is not None else self.gate.explicit(scenario)
 
-    def tasks(self, scenario: str) -> dict[str, Any]:
+    def tasks(self, scenario: str) -> GateTasksView:
         """The API-given tasks of `scenario` and what its gate uses now."""
         self._require(scenario)
         return {"tasks": self.gate.store.rows(scenario), "gate": self.gate_tasks(scenario).to_json()}
@@ -292,7 +304,7 @@ class Runtime:
         """Count what one of the learner's own requests that came over `/v1` (a gate episode's) spent upstream."""
         self.budget.spend(scenario, usage_tokens(usage))
 
-    async def add_tasks(self, scenario: str, body: bytes) -> dict[str, Any]:
+    async def add_tasks(self, scenario: str, body: bytes) -> GateTasksAdded:
         """Validate and store gate tasks given as a request body (`{"tasks": [...]}` or JSONL); BadRequest names
         the task and field of the first problem, and then nothing is stored."""
         self._require(scenario)
@@ -303,7 +315,7 @@ class Runtime:
         await self._regate(scenario)
         return {"added": len(added), "tasks": added, "gate": self.gate_tasks(scenario).to_json()}
 
-    async def clear_tasks(self, scenario: str) -> dict[str, Any]:
+    async def clear_tasks(self, scenario: str) -> GateTasksCleared:
         """Forget the API-given tasks of `scenario`."""
         self._require(scenario)
         removed = await asyncio.to_thread(self.gate.store.clear, scenario)
@@ -356,7 +368,7 @@ class Runtime:
         training_mode: str | None = None,
         paused: bool | None = None,
         rollout_mode: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> ControlView:
         """Set the scenario's training mode, pause or resume its learning, and/or set its rollout mode (stored,
         kept across restarts)."""
         learner = self._learner(scenario)
@@ -366,9 +378,7 @@ class Runtime:
         control = await learner.set_control(training_mode, paused) if changes else learner.control()
         return {"scenario": scenario, **control, "rollout_mode": self.rollouts.mode(scenario)}
 
-    async def request_step(
-        self, scenario: str, text: str | None = None, release_id: str | None = None
-    ) -> dict[str, Any]:
+    async def request_step(self, scenario: str, text: str | None = None, release_id: str | None = None) -> StepQueued:
         """Queue a learner step of `scenario` now (see `Learner.request_step`); Conflict while a rollout is open."""
         self.rollouts.require_none_open(scenario, "a requested step")
         return await self._learner(scenario).request_step(text, release_id)

@@ -9,9 +9,7 @@ import asyncio
 import logging
 import shutil
 import tempfile
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from reef.application.replica import Replica
 from reef.application.serving import ServingContexts
@@ -19,15 +17,9 @@ from reef.coordination.election import Election
 from reef.coordination.hints import ReleaseHints
 from reef.core.errors import Conflict, Forbidden, NotFound
 from reef.core.releases import Release
-from reef.core.settings import Settings
-from reef.inference.base import Engine
-from reef.learning.base import Evaluator, Recipe, Selector
-from reef.learning.budget import UpstreamBudget
-from reef.learning.gate import GateSources
 from reef.learning.learner import Learner
-from reef.learning.rollout.hooks import RolloutHooks
-from reef.releases.base import CommitLog, ReleaseStore
-from reef.storage.base import RecordStore, ScenarioInfo
+from reef.learning.services import LearningServices
+from reef.storage.base import ScenarioInfo
 
 log = logging.getLogger(__name__)
 
@@ -36,40 +28,17 @@ class Scenarios:
     """The live scenarios and their learners; this replica's part among the replicas that share the stores."""
 
     def __init__(
-        self,
-        settings: Settings,
-        records: RecordStore,
-        releases: ReleaseStore,
-        commits: CommitLog,
-        engine: Engine,
-        *,
-        recipe: Recipe,
-        learns: bool,
-        evaluator: Evaluator,
-        selector: Selector,
-        backend_factory: Callable[[], Any],
-        gate: GateSources,
-        serving: ServingContexts,
-        election: Election,
-        hints: ReleaseHints,
-        learner_engine: Engine | None = None,
-        budget: UpstreamBudget | None = None,
+        self, services: LearningServices, *, serving: ServingContexts, election: Election, hints: ReleaseHints
     ) -> None:
-        self.settings = settings
-        self.records = records
-        self.release_store = releases
-        self.commit_log = commits
-        self.engine = engine
-        self.learner_engine = learner_engine or engine  # the engine its learners call (metered under a budget)
-        self.budget = budget
-        self.recipe = recipe
-        self.learns = learns
-        self.evaluator = evaluator
-        self.selector = selector
-        self._backend_factory = backend_factory
-        self.gate = gate
+        self.services = services
+        self.settings = settings = services.settings
+        self.records = services.records
+        self.release_store = services.releases
+        self.recipe = services.recipe
+        self.learns = services.learns
+        self.gate = services.gate
         self.serving = serving
-        self.rollouts: RolloutHooks | None = None  # set by the runtime: how accepted releases roll out
+        self.engine = serving.engine  # the serving engine: activations and what each scenario serves now
         self.known: set[str] = set()
         self.learners: dict[str, Learner] = {}
         self._creation_locks: dict[str, asyncio.Lock] = {}
@@ -162,21 +131,10 @@ class Scenarios:
     def _new_learner(self, name: str) -> Learner:
         return Learner(
             name,
-            recipe=self.recipe,
-            settings=self.settings,
-            records=self.records,
-            releases=self.release_store,
-            commits=self.commit_log,
-            engine=self.learner_engine,
-            evaluator=self.evaluator,
-            selector=self.selector,
+            self.services,
             activate=self.published,
             commit_lock=self.commit_lock(name),
-            backend_factory=self._backend_factory,
-            gate=self.gate,
             leading=lambda: self.replica.holds(name),
-            rollouts=self.rollouts,
-            budget=self.budget,
         )
 
     def commit_lock(self, scenario: str) -> asyncio.Lock:

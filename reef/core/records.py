@@ -14,6 +14,7 @@ import orjson
 from reef.core.errors import BadRequest
 
 RequestType = Literal["inference", "report"]
+MAX_SESSION_TAG_CHARS = 128  # an inference's `session` tag: the openclawrl recipe groups turns into sessions by it
 
 
 # A random per-process prefix and a counter: unique across processes and restarts without a syscall per id

@@ -32,22 +32,19 @@ from reef.core.errors import BadRequest, Conflict
 from reef.core.payloads import ControlState, LearnerStatus
 from reef.core.records import Record
 from reef.core.releases import Commit, Verdict
-from reef.core.settings import Settings
-from reef.inference.base import Engine
+from reef.core.views import StepQueued
 from reef.learning.activity import StepActivity, commit_summary
-from reef.learning.base import Batch, Evaluator, Processor, Recipe, Selector
-from reef.learning.budget import UpstreamBudget, usage_tokens
+from reef.learning.base import Batch, Processor
+from reef.learning.budget import usage_tokens
 from reef.learning.control import TrainingControl
 from reef.learning.evaluation.selectors import Always
 from reef.learning.evaluation.tasks import GateTasks
-from reef.learning.gate import GateSources, ScenarioGate
+from reef.learning.gate import ScenarioGate
 from reef.learning.lineage import WorkingLineage
 from reef.learning.recovery import feed_new, resume
-from reef.learning.rollout.hooks import RolloutHooks
+from reef.learning.services import LearningServices
 from reef.learning.settlement import Activate
 from reef.learning.steps import LostLeadership, Steps
-from reef.releases.base import CommitLog, ReleaseStore
-from reef.storage.base import RecordStore
 
 log = logging.getLogger(__name__)
 
@@ -60,56 +57,34 @@ class Learner:
     def __init__(
         self,
         scenario: str,
+        services: LearningServices,
         *,
-        recipe: Recipe,
-        settings: Settings,
-        records: RecordStore,
-        releases: ReleaseStore,
-        commits: CommitLog,
-        engine: Engine,
-        evaluator: Evaluator,
-        selector: Selector,
         activate: Activate,
         commit_lock: asyncio.Lock,
-        backend_factory: Callable[[], Any],
-        gate: GateSources,
         leading: Callable[[], Awaitable[bool]] | None = None,
-        rollouts: RolloutHooks | None = None,
-        budget: UpstreamBudget | None = None,
     ) -> None:
         self.scenario = scenario
-        self.budget = budget
-        self.recipe = recipe
-        self.settings = settings
-        self.records = records
-        self.releases = releases
-        self.commits = commits
-        self.engine = engine
-        self.evaluator = evaluator
-        self.selector = selector
-        self.gate = ScenarioGate(scenario, gate, evaluator.uses_gate_tasks, isinstance(selector, Always))
-        self.lineage = WorkingLineage(scenario, releases)
+        self.budget = services.budget
+        self.recipe = recipe = services.recipe
+        self.settings = settings = services.settings
+        self.records = records = services.records
+        self.releases = services.releases
+        self.commits = services.commits
+        self.engine = services.engine
+        self.evaluator = evaluator = services.evaluator
+        self.selector = selector = services.selector
+        self.gate = ScenarioGate(scenario, services.gate, evaluator.uses_gate_tasks, isinstance(selector, Always))
+        self.lineage = WorkingLineage(scenario, services.releases)
         self._activity = StepActivity(scenario)
         self._steps = Steps(
             scenario,
-            recipe=recipe,
-            settings=settings,
-            records=records,
-            releases=releases,
-            commits=commits,
-            engine=engine,
-            evaluator=evaluator,
-            selector=selector,
+            services,
             gate=self.gate,
             lineage=self.lineage,
             activity=self._activity,
             activate=activate,
             commit_lock=commit_lock,
-            backend_factory=backend_factory,
             leading=leading,
-            processor=lambda: self._processor,
-            resume=self._resume,
-            rollouts=rollouts,
         )
         self._step_lock = asyncio.Lock()
         self._wake = asyncio.Event()
@@ -122,7 +97,8 @@ class Learner:
         self._control = TrainingControl(scenario, records, settings.learning.mode)
         # Feedback computed from traffic (openclawrl's judge): runs beside the loop, its verdicts become records.
         self._feedback = recipe.feedback_source(scenario)
-        if self._feedback is not None and budget is not None and budget.max_tokens_per_hour:
+        budget = services.budget
+        if self._feedback is not None and budget.max_tokens_per_hour:
             self._feedback.meter(lambda usage: budget.spend(scenario, usage_tokens(usage)))
         self._feedback_task: asyncio.Task[None] | None = None
 
@@ -169,7 +145,7 @@ class Learner:
         self.wake()
         return self.control()
 
-    async def request_step(self, text: str | None = None, release_id: str | None = None) -> dict[str, Any]:
+    async def request_step(self, text: str | None = None, release_id: str | None = None) -> StepQueued:
         """Queue one step now (POST /reef/train): it trains on what is ready, hands `text` to the recipe and, with
         `release_id`, trains from that release; it is judged against the serving release as any step is.
 
@@ -200,7 +176,14 @@ class Learner:
                 request = await self._control.queue(text, release_id)
         log.info("learner %s: step %s requested", self.scenario, request["step_id"])
         self.wake()
-        return {**request, "scenario": self.scenario, "state": "queued"}
+        return {
+            "step_id": request["step_id"],
+            "text": request["text"],
+            "release_id": request["release_id"],
+            "requested_at": request["requested_at"],
+            "scenario": self.scenario,
+            "state": "queued",
+        }
 
     async def record_outcome(
         self, verdict: Verdict, reason: str, release_id: str | None, parent_release_id: str | None, metrics: dict
@@ -234,7 +217,7 @@ class Learner:
                     if batch is None:
                         await self._steps.decline(blocker or "nothing to train on: no ready units")
                     else:
-                        await self._steps.run(dataclasses.replace(batch, instruction=text))
+                        await self._run_step(dataclasses.replace(batch, instruction=text))
                 finally:
                     self._steps.request = None
         except asyncio.CancelledError:
@@ -273,7 +256,7 @@ class Learner:
         """Run one step now if a batch can be built; the step's commit as JSON, or None if nothing was ready."""
         async with self._step_lock:
             await self._pull()
-            await self._steps.discard()
+            await self._steps.discard(self._processor)
             assert self._processor is not None
             # A step asked for (POST /reef/train) while this one waited for the lock takes the ready units itself.
             if self._processor.ready() == 0 or self._control.request is not None:
@@ -285,7 +268,16 @@ class Learner:
             batch = self._processor.build_batch()
             if batch is None:
                 return None
-            return (await self._steps.run(batch)).to_json()
+            return (await self._run_step(batch)).to_json()
+
+    async def _run_step(self, batch: Batch) -> Commit:
+        """Run a step on `batch` to its commit; a step that leaves the processor behind the stores (a skipped step
+        retries its batch, a failed acknowledgement) is followed by a fresh processor from the stores."""
+        assert self._processor is not None
+        ended = await self._steps.run(batch, self._processor)
+        if ended.resume:
+            await asyncio.to_thread(self._resume)
+        return ended.commit
 
     async def regate(self) -> None:
         """The scenario's own tasks changed: rebuild the processor with the held-out split they call for."""
@@ -310,7 +302,7 @@ class Learner:
                     continue
                 await self._pull()
                 async with self._step_lock:
-                    await self._steps.discard()
+                    await self._steps.discard(self._processor)
                 assert self._processor is not None
                 still_blocked = self._steps.blocked is not None and self._blocker() is not None
                 # A processor may count units coarser than samples (grpo: whole groups); it says how many make a batch.

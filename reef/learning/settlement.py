@@ -14,6 +14,7 @@ import logging
 from collections.abc import Awaitable, Callable
 
 from reef.core.releases import Commit, Release, Verdict
+from reef.learning.activity import StepActivity
 from reef.learning.base import Batch
 from reef.learning.growth import Candidate
 from reef.learning.judgement import Judgement, release_id_of
@@ -24,7 +25,6 @@ from reef.releases.base import CommitLog, ReleaseStore
 log = logging.getLogger(__name__)
 
 Activate = Callable[[str, Release], Awaitable[None]]
-MakeCommit = Callable[..., Commit]
 
 
 @dataclasses.dataclass
@@ -39,9 +39,7 @@ class Settlement:
     lineage: WorkingLineage
     commit_lock: asyncio.Lock
     activate: Activate
-    make_commit: MakeCommit  # (step, verdict, release, parents, judgement, consumed, reason=None) -> Commit
-    on_error: Callable[[int | None, str], None]
-    on_publishing: Callable[[], None]
+    activity: StepActivity  # the step's state as the status shows it: publishing, and errors
     rollouts: RolloutHooks | None = None  # rollout mode `canary`: an accepted release opens a rollout
 
     async def settle(
@@ -57,7 +55,7 @@ class Settlement:
             return await self._keep(step, batch, candidate, parents, held)
         if judgement.outcome == "accepted":
             log.info("learner %s: step %d accepted: %s", self.scenario, step, judgement.reason)
-            self.on_publishing()
+            self.activity.publishing()
             return await self._publish(step, batch, candidate, parents, judgement)
         if judgement.outcome == "tie" and head is not None:
             log.info("learner %s: step %d kept as the lineage's tip: %s", self.scenario, step, judgement.reason)
@@ -68,11 +66,24 @@ class Settlement:
         lost = judgement.outcome != "failed"
         if lost:
             self.lineage.tip_id = None
-        commit = self.make_commit(step, "rejected", None, parents, judgement, batch.record_ids)
+        commit = self._commit(step, "rejected", None, parents, judgement, batch.record_ids)
         await asyncio.to_thread(self.commits.append, commit)
         if lost:
             await asyncio.to_thread(self.lineage.end)
         return commit
+
+    def _commit(
+        self,
+        step: int,
+        verdict: Verdict,
+        release: Release | None,
+        parents: StepParents,
+        judgement: Judgement,
+        consumed: list[str],
+        reason: str | None = None,
+    ) -> Commit:
+        tip_id = self.lineage.tip_id
+        return judgement.commit(self.scenario, step, verdict, release, parents, consumed, tip_id, reason)
 
     async def _keep(
         self, step: int, batch: Batch, candidate: Candidate, parents: StepParents, judgement: Judgement
@@ -82,7 +93,7 @@ class Settlement:
             self.lineage.keep, candidate.path, parents, step, self.recipe_name, judgement.metrics, batch.record_ids
         )
         reason = f"{judgement.reason}; did not lose: kept as the lineage's tip, the next step trains from it"
-        commit = self.make_commit(step, "kept", tip, parents, judgement, batch.record_ids, reason)
+        commit = self._commit(step, "kept", tip, parents, judgement, batch.record_ids, reason)
         await asyncio.to_thread(self.commits.append, commit)
         return commit
 
@@ -123,7 +134,7 @@ class Settlement:
                 assert self.rollouts is not None
                 rollout_id = await self.rollouts.begin(self.scenario, release, head)
                 reason = f"{judgement.reason}; opened rollout {rollout_id}: serves a share of the traffic as the canary"
-            commit = self.make_commit(step, verdict, release, parents, judgement, batch.record_ids, reason)
+            commit = self._commit(step, verdict, release, parents, judgement, batch.record_ids, reason)
             await asyncio.to_thread(self.commits.append, commit)
             await asyncio.to_thread(self.lineage.end)
             if not review and not canary:
@@ -131,5 +142,5 @@ class Settlement:
                     await self.activate(self.scenario, release)
                 except Exception as exc:  # committed already: the head serves after the next start
                     log.exception("learner %s: activation of %s failed", self.scenario, release.release_id)
-                    self.on_error(step, f"activation failed: {type(exc).__name__}: {exc}")
+                    self.activity.error(step, f"activation failed: {type(exc).__name__}: {exc}")
         return commit

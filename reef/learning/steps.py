@@ -21,20 +21,16 @@ from typing import Any
 
 from reef.core.errors import Conflict
 from reef.core.releases import Commit, Release, Verdict
-from reef.core.settings import Settings
-from reef.inference.base import Engine
 from reef.learning.activity import StepActivity
-from reef.learning.base import Batch, Evaluator, Processor, Recipe, Selector
+from reef.learning.base import Batch, Processor, Selector
 from reef.learning.evaluation.selectors import load_selector
 from reef.learning.gate import ScenarioGate
 from reef.learning.growth import GrowContext, grow
 from reef.learning.judgement import Judgement, judge, release_id_of, unjudged
 from reef.learning.lineage import NO_PARENTS, StepParents, WorkingLineage
-from reef.learning.rollout.hooks import RolloutHooks
+from reef.learning.services import LearningServices
 from reef.learning.settlement import Activate, Settlement
 from reef.observability import tracing
-from reef.releases.base import CommitLog, ReleaseStore
-from reef.storage.base import RecordStore
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +41,15 @@ class LostLeadership(Conflict):
     """This replica no longer holds the scenario's learner lock: the step ends before publishing, writing nothing."""
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class StepEnd:
+    """How a step ended: its commit, and whether the learner must rebuild its processor from the stores (a skipped
+    step retries its batch; an acknowledgement that failed leaves records the commit log consumed)."""
+
+    commit: Commit
+    resume: bool
+
+
 class Steps:
     """Runs one scenario's steps to their commits and keeps its place in the commit log: the last step and commit,
     the failures in a row, and why learning is blocked, if it is."""
@@ -52,55 +57,40 @@ class Steps:
     def __init__(
         self,
         scenario: str,
+        services: LearningServices,
         *,
-        recipe: Recipe,
-        settings: Settings,
-        records: RecordStore,
-        releases: ReleaseStore,
-        commits: CommitLog,
-        engine: Engine,
-        evaluator: Evaluator,
-        selector: Selector,
         gate: ScenarioGate,
         lineage: WorkingLineage,
         activity: StepActivity,
         activate: Activate,
         commit_lock: asyncio.Lock,
-        backend_factory: Callable[[], Any],
         leading: Callable[[], Awaitable[bool]] | None,
-        processor: Callable[[], Processor | None],
-        resume: Callable[[], None],
-        rollouts: RolloutHooks | None = None,
     ) -> None:
         self.scenario = scenario
-        self.recipe = recipe
-        self.settings = settings
-        self.records = records
-        self.releases = releases
-        self.commits = commits
-        self.engine = engine
-        self.evaluator = evaluator
-        self.selector = selector
+        self.recipe = services.recipe
+        self.settings = services.settings
+        self.records = services.records
+        self.releases = services.releases
+        self.commits = services.commits
+        self.engine = services.engine
+        self.evaluator = services.evaluator
+        self.selector = services.selector
         self.gate = gate
         self.lineage = lineage
         self.activity = activity
-        self._backend_factory = backend_factory
+        self._backend_factory = services.backend_factory
         self._leading = leading  # checked right before each publish: does this replica still hold the lock?
-        self._processor = processor  # the learner's processor now (a resume replaces it)
-        self._resume = resume  # the learner's resume: a fresh processor from the stores
         self._settlement = Settlement(
             scenario,
-            recipe.name,
-            settings.learning.review,
-            releases,
-            commits,
+            services.recipe.name,
+            services.settings.learning.review,
+            services.releases,
+            services.commits,
             lineage,
             commit_lock,  # shared with rollback/promote: head moves and activations never interleave
             activate,
-            self._commit,
-            activity.error,
-            activity.publishing,
-            rollouts,
+            activity,
+            services.rollouts,
         )
         self.step = 0
         self.failures = 0
@@ -108,7 +98,7 @@ class Steps:
         self.blocked: str | None = None
         self.request: dict[str, Any] | None = None  # the request the step in flight answers
 
-    async def run(self, batch: Batch) -> Commit:
+    async def run(self, batch: Batch, processor: Processor) -> StepEnd:
         """Run the next step on `batch` to its commit: settled, or skipped when it failed or the head moved."""
         step = self.step + 1
         work_root = Path(self.settings.storage.dir).expanduser() / "work"
@@ -124,27 +114,26 @@ class Steps:
         try:
             with traced as step_span:
                 try:
-                    commit = await self._grow_judge_commit(step, batch, work_dir)
+                    commit = await self._grow_judge_commit(step, batch, work_dir, processor)
                 except LostLeadership:
                     raise
                 except Conflict as exc:
                     commit = await self._skip(step, batch, f"the head moved ({exc.message})", failed=False)
                     step_span.set(verdict=commit.verdict)
-                    return commit
+                    return StepEnd(commit, resume=True)
                 except Exception as exc:
                     log.exception("learner %s: step %d failed", self.scenario, step)
                     commit = await self._skip(step, batch, f"{type(exc).__name__}: {exc}")
                     step_span.set(verdict=commit.verdict, error=f"{type(exc).__name__}: {exc}")
-                    return commit
+                    return StepEnd(commit, resume=True)
                 self.step, self.failures, self.last_commit = step, 0, commit
                 step_span.set(verdict=commit.verdict, release_id=commit.release_id, loss=commit.metrics.get("loss"))
-                await self._consume(batch, step)
-                return commit
+                return StepEnd(commit, resume=not await self._consume(batch, step, processor))
         finally:
             self.activity.idle()
             shutil.rmtree(work_dir, ignore_errors=True)
 
-    async def _grow_judge_commit(self, step: int, batch: Batch, work_dir: Path) -> Commit:
+    async def _grow_judge_commit(self, step: int, batch: Batch, work_dir: Path, processor: Processor) -> Commit:
         with tracing.span("reef.learner.batch", records=len(batch.record_ids), instruction=batch.instruction):
             head = await asyncio.to_thread(self.releases.head, self.scenario)
             parents = await asyncio.to_thread(self.lineage.parents, head)
@@ -172,7 +161,7 @@ class Steps:
         self.activity.job["state"] = "evaluating"
         with tracing.span("reef.learner.evaluate") as evaluated:
             # only a policy that always accepts gets past the gate with no tasks
-            if self.gate.uses_tasks and not self.gate.tasks(self._processor()).size():
+            if self.gate.uses_tasks and not self.gate.tasks(processor).size():
                 metrics = dict(candidate.metrics)
                 judgement = Judgement([], [], "accepted", "no gate tasks; policy always accepts", metrics)
             else:
@@ -182,7 +171,7 @@ class Steps:
             evaluated.set(outcome=judgement.outcome, tasks=len(judgement.candidate_scores))
         await self._check_leading(step)
         with tracing.span("reef.learner.publish", outcome=judgement.outcome):
-            return await self._settlement.settle(step, batch, candidate, parents, judgement)
+            return await self._settlement.settle(step, batch, candidate, parents, self._answering(judgement))
 
     def _selector_for(self, batch: Batch) -> Selector:
         """The recipe's `instruction_policy` for a step that carries an operator's instruction, else the scenario's."""
@@ -191,16 +180,17 @@ class Steps:
             return load_selector(policy, self.settings)
         return self.selector
 
-    async def _consume(self, batch: Batch, step: int) -> None:
-        processor = self._processor()
-        assert processor is not None
+    async def _consume(self, batch: Batch, step: int, processor: Processor) -> bool:
+        """Mark the batch's records consumed and acknowledge it; False when that failed (the commit log holds the
+        ids: a resume marks them)."""
         try:
             await asyncio.to_thread(self.records.mark_consumed, self.scenario, batch.record_ids, step)
             processor.acknowledge(batch.batch_id)
-        except Exception as exc:  # the commit log holds the ids: a resume marks them
+        except Exception as exc:
             log.exception("learner %s: marking step %d consumed failed", self.scenario, step)
             self.activity.error(step, f"marking records consumed failed: {type(exc).__name__}: {exc}")
-            await asyncio.to_thread(self._resume)
+            return False
+        return True
 
     async def _check_leading(self, step: int) -> None:
         """Before anything is written to the shared stores: LostLeadership if another replica may learn now."""
@@ -227,8 +217,6 @@ class Steps:
         except Exception as exc:
             log.exception("learner %s: recording skipped step %d failed", self.scenario, step)
             self.activity.error(step, f"commit log append failed: {type(exc).__name__}: {exc}")
-        # A fresh processor gets every unconsumed record again, the failed batch included.
-        await asyncio.to_thread(self._resume)
         return commit
 
     async def block(self, reason: str) -> dict[str, Any]:
@@ -268,15 +256,21 @@ class Steps:
         self.step, self.last_commit = commit.step, commit
         return commit
 
-    async def discard(self) -> None:
+    async def discard(self, processor: Processor | None) -> None:
         """Commit what the processor dropped on its own (an sdpo grid spanning releases) as skipped, consuming it."""
-        processor = self._processor()
         for reason, record_ids in processor.discarded() if processor is not None else []:
             await self._check_leading(self.step + 1)
             commit = self._commit(self.step + 1, "skipped", None, NO_PARENTS, unjudged(reason), record_ids)
             await asyncio.to_thread(self.commits.append, commit)
             await asyncio.to_thread(self.records.mark_consumed, self.scenario, record_ids, commit.step)
             self.step, self.last_commit = commit.step, commit
+
+    def _answering(self, judgement: Judgement) -> Judgement:
+        """`judgement`, naming the request the step in flight answers (a requested step's commit says which)."""
+        if self.request is None:
+            return judgement
+        request = {key: self.request.get(key) for key in ("step_id", "text", "release_id")}
+        return dataclasses.replace(judgement, metrics={**judgement.metrics, "request": request})
 
     def _commit(
         self,
@@ -286,9 +280,6 @@ class Steps:
         parents: StepParents,
         judgement: Judgement,
         consumed: list[str],
-        reason: str | None = None,
     ) -> Commit:
-        if self.request is not None:  # a requested step says which request it answers
-            request = {key: self.request.get(key) for key in ("step_id", "text", "release_id")}
-            judgement = dataclasses.replace(judgement, metrics={**judgement.metrics, "request": request})
-        return judgement.commit(self.scenario, step, verdict, release, parents, consumed, self.lineage.tip_id, reason)
+        judgement = self._answering(judgement)
+        return judgement.commit(self.scenario, step, verdict, release, parents, consumed, self.lineage.tip_id)

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import gc
-import logging
 from collections.abc import AsyncIterator
 
 from fastapi import FastAPI
@@ -23,10 +21,9 @@ from reef.service.openapi_pages import install_api_pages
 from reef.service.routes import console, discovery, feedback, harness, inference, scenarios, system, training
 from reef.service.runtime_api import RuntimeAPI
 from reef.service.state import ServiceState
-from reef.storage.base import RecordStore
 
 
-def create_app(settings: Settings, runtime: RuntimeAPI, records: RecordStore, engine: Engine) -> EdgeMiddleware:
+def create_app(settings: Settings, runtime: RuntimeAPI, engine: Engine) -> EdgeMiddleware:
     """The Reef ASGI app; `runtime` is the domain facade (`reef.application.runtime.Runtime` implements it).
 
     The outermost layer is `EdgeMiddleware` (auth, body limit, Host/Origin/body-type checks, metrics), which serves
@@ -41,14 +38,9 @@ def create_app(settings: Settings, runtime: RuntimeAPI, records: RecordStore, en
         # Everything loaded so far lives as long as the service: keep it out of the collector's full passes.
         gc.collect()
         gc.freeze()
-        retention = None
-        if settings.storage.retention_max_body_bytes is not None:
-            retention = asyncio.create_task(_enforce_retention(records, settings.storage.retention_max_body_bytes))
         try:
             yield
         finally:
-            if retention is not None:
-                retention.cancel()
             await runtime.stop()
             await engine.aclose()
 
@@ -61,7 +53,7 @@ def create_app(settings: Settings, runtime: RuntimeAPI, records: RecordStore, en
         redoc_url=None,
     )
     metrics = ServiceMetrics()
-    state = ServiceState(settings, runtime, records, engine, metrics)
+    state = ServiceState(settings, runtime, engine, metrics)
     app.state.reef = state  # read through reef.service.state.state_of / runtime_of
     install_error_handlers(app)
     app.openapi = reef_openapi(app)  # type: ignore[method-assign]  # adds the /v1 fast path FastAPI cannot see
@@ -78,19 +70,3 @@ def create_app(settings: Settings, runtime: RuntimeAPI, records: RecordStore, en
         fast_path=inference.InferenceEndpoints(state),
         guard=RequestGuard.for_settings(settings.reef),
     )
-
-
-RETENTION_INTERVAL_S = 60.0
-log = logging.getLogger(__name__)
-
-
-async def _enforce_retention(records: RecordStore, max_body_bytes: int) -> None:
-    """Every minute, evict the oldest record bodies beyond `storage.retention_max_body_bytes` (hashes are kept)."""
-    while True:
-        try:
-            evicted = await asyncio.to_thread(records.enforce_retention, max_body_bytes)
-            if evicted:
-                log.info("retention: evicted %d record bodies", evicted)
-        except Exception:
-            log.exception("retention failed")
-        await asyncio.sleep(RETENTION_INTERVAL_S)

@@ -8,11 +8,11 @@ import orjson
 from fastapi import Request
 
 from reef.core.errors import BadRequest, NotFound
+from reef.core.records import MAX_SESSION_TAG_CHARS
 from reef.core.scenarios import validate_scenario_name
 from reef.service.state import ServiceState, runtime_of
 
 TAG_PREFIX = "x-reef-tag-"
-MAX_SESSION_TAG_CHARS = 128  # `x-reef-tag-session`: the openclawrl recipe groups turns into sessions by it
 
 
 def scenario_of(request: Request) -> str:

@@ -1,31 +1,84 @@
-"""What the HTTP edge calls on the application layer: the `RuntimeAPI` Protocol, owned by the service.
+"""What the HTTP edge calls on the application layer, one Protocol per route group, owned by the service.
 
-`reef.application.runtime.Runtime` implements it; the CLI passes one to `create_app` (mypy checks it there), and a
-test may pass anything else that satisfies it. Routes reach it through `reef.service.state.runtime_of(request)`.
+`RuntimeAPI` is all of them together: `reef.application.runtime.Runtime` implements it, the composition root
+passes one to `create_app` (mypy checks it there), and a test may pass anything else that satisfies it. Routes
+reach each group through its accessor in `reef.service.state`. Answers are typed (`reef.core.views`, or the
+domain values themselves); the routes serialise them as the HTTP API reference shows.
 """
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
 from typing import Any, Protocol
 
-from reef.core.releases import Release
+from reef.core.records import Record, RequestType
+from reef.core.releases import Commit, Release
+from reef.core.views import (
+    ControlView,
+    GateTasksAdded,
+    GateTasksCleared,
+    GateTasksView,
+    ImportItem,
+    JSONObject,
+    Receipt,
+    RecordPage,
+    RecordView,
+    ReleaseRow,
+    ScenarioView,
+    StepQueued,
+)
 from reef.inference.base import RequestContext
-from reef.learning.base import Recipe
-from reef.releases.base import ReleaseStore
-from reef.storage.base import ScenarioInfo
+from reef.storage.base import RecordCounts, ScenarioInfo
 
 
-class RuntimeAPI(Protocol):
-    """The domain facade the routes call: scenarios, serving contexts, releases, the learner's control and state."""
+class RecordsAPI(Protocol):
+    """A scenario's records: reports and imports stored, pages and single records read back, the export."""
 
-    recipe: Recipe  # the deployment's recipe (its name, surface and report checks)
-    release_store: ReleaseStore  # where releases are read and materialized
+    async def check_references(self, scenario: str, references: Sequence[str]) -> None:
+        """BadRequest naming the first receipt that is not an inference record of `scenario`."""
 
-    async def start(self) -> None:
-        """Serve each live scenario's head release, then start its learner."""
+    async def store_report(self, scenario: str, payload: dict[str, Any], agent_record_id: str | None) -> Receipt:
+        """Store a validated report durably and wake the scenario's learner."""
 
-    async def stop(self) -> None:
-        """Stop every learner and give up its locks."""
+    def imports(self, scenario: str, items: Sequence[ImportItem]) -> list[Record]:
+        """The records of an import, checked before anything is stored (BadRequest naming a bad item's field)."""
+
+    async def store_imports(self, records: Sequence[Record]) -> list[Receipt]:
+        """Store an import's records atomically and wake the learner."""
+
+    async def remember_inference(self, record: Record) -> None:
+        """Make an inference record durable."""
+
+    async def scenario_views(self) -> list[ScenarioView]:
+        """Every live scenario."""
+
+    async def page(
+        self,
+        scenario: str,
+        after_sequence: int,
+        limit: int,
+        request_type: RequestType | None = None,
+        release_id: str | None = None,
+    ) -> RecordPage:
+        """Record metadata after `after_sequence`, at most `limit` records."""
+
+    async def record(self, scenario: str, agent_record_id: str) -> RecordView:
+        """One record with its payload; NotFound if absent."""
+
+    async def export_counts(self, scenario: str) -> RecordCounts:
+        """How many records an export starting now covers, and how many retention evicted."""
+
+    def envelope_lines(self, scenario: str, last_sequence: int) -> AsyncIterator[bytes]:
+        """The export's JSONL chunks through `last_sequence`."""
+
+
+class ScenariosAPI(Protocol):
+    """Scenarios: created, confirmed, deleted; their records; new records wake their learner."""
+
+    @property
+    def recording(self) -> RecordsAPI:
+        """The scenarios' records."""
 
     def known_scenario(self, name: str) -> bool:
         """Whether `name` is a live scenario with a serving release (in memory; the hot path)."""
@@ -35,6 +88,17 @@ class RuntimeAPI(Protocol):
 
     async def delete_scenario(self, name: str) -> None:
         """Archive the scenario's records and release refs and stop its learner; NotFound if unknown."""
+
+    def validate_report(self, scenario: str, report: dict[str, Any]) -> None:
+        """Check a report's fields the recipe reads; BadRequest naming a malformed one (a report lacking what the
+        recipe trains from passes)."""
+
+    def notify(self, scenario: str) -> None:
+        """Records of `scenario` were appended: wake its learner (never blocks)."""
+
+
+class ServingAPI(Protocol):
+    """The `/v1` hot path: which release serves a request, and what it cost."""
 
     def context_for(self, scenario: str, release_id: str | None) -> RequestContext:
         """The request context: the serving release, or a pinned one (NotFound if it is not the scenario's)."""
@@ -57,30 +121,19 @@ class RuntimeAPI(Protocol):
     def count_learner_usage(self, scenario: str, usage: dict[str, Any] | None) -> None:
         """Count what one of the learner's own requests that came over `/v1` spent upstream."""
 
-    def rollout(self, scenario: str) -> dict[str, Any]:
-        """The scenario's open or last rollout (`state` `none` when it never had one)."""
 
-    def rollout_views(self) -> dict[str, dict[str, Any]]:
-        """Every live scenario's open or last rollout, for the metrics."""
+class ReleasesAPI(Protocol):
+    """A scenario's releases and its learner's step log."""
 
-    async def end_rollout(self, scenario: str, action: str) -> dict[str, Any]:
-        """Promote or roll back the scenario's open rollout now; Conflict when none is open."""
+    def releases(self, scenario: str) -> list[ReleaseRow]:
+        """Every release of `scenario`, newest first, marking the serving one `current` (reads git: call it from a
+        worker thread)."""
 
-    def validate_report(self, scenario: str, report: dict[str, Any]) -> None:
-        """Check a report's fields the recipe reads; BadRequest naming a malformed one (a report lacking what the
-        recipe trains from passes)."""
+    async def release(self, scenario: str, release_id: str | None) -> Release:
+        """A release of `scenario`, or its serving one when None; NotFound if there is none."""
 
-    def notify(self, scenario: str) -> None:
-        """Records of `scenario` were appended: wake its learner (never blocks)."""
-
-    async def archive(self, scenario: str, limit: int) -> dict[str, Any]:
-        """The search archive the serving release carries; BadRequest when the recipe does not search."""
-
-    async def archive_next(self, scenario: str, groups: int) -> dict[str, Any]:
-        """The next search step's `groups` parents and prompts."""
-
-    def releases(self, scenario: str) -> list[dict[str, Any]]:
-        """Every release of `scenario`, newest first, marking the serving one `current`."""
+    async def materialize(self, release: Release) -> Path:
+        """The directory holding the release's content."""
 
     async def rollback(self, scenario: str, release_id: str) -> Release:
         """Serve an earlier release again, as a new release."""
@@ -90,17 +143,16 @@ class RuntimeAPI(Protocol):
 
     def commits(
         self, scenario: str, after_step: int = -1, limit: int = 100, *, record_id: str | None = None
-    ) -> list[dict[str, Any]]:
-        """The learner's step log of `scenario`, ascending from `after_step`."""
+    ) -> list[Commit]:
+        """The learner's step log of `scenario`, ascending from `after_step` (reads the commit log: call it from a
+        worker thread)."""
 
-    def tasks(self, scenario: str) -> dict[str, Any]:
-        """The API-given gate tasks of `scenario` and what its gate uses now."""
 
-    async def add_tasks(self, scenario: str, body: bytes) -> dict[str, Any]:
-        """Validate and store gate tasks given as a request body; nothing is stored on a bad one."""
+class TrainingAPI(Protocol):
+    """How a scenario trains: its contract, its control, requested steps, its gate tasks, the deployment's status."""
 
-    async def clear_tasks(self, scenario: str) -> dict[str, Any]:
-        """Forget the API-given gate tasks of `scenario`."""
+    def contract(self, scenario: str) -> JSONObject:
+        """What a client needs to feed the scenario: recipe, report schema, training control and readiness."""
 
     async def update_control(
         self,
@@ -108,16 +160,62 @@ class RuntimeAPI(Protocol):
         training_mode: str | None = None,
         paused: bool | None = None,
         rollout_mode: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> ControlView:
         """Set the scenario's training mode, pause or resume its learning, and/or set its rollout mode."""
 
-    async def request_step(
-        self, scenario: str, text: str | None = None, release_id: str | None = None
-    ) -> dict[str, Any]:
+    async def request_step(self, scenario: str, text: str | None = None, release_id: str | None = None) -> StepQueued:
         """Queue a learner step of `scenario` now."""
 
-    def contract(self, scenario: str) -> dict[str, Any]:
-        """What a client needs to feed the scenario: recipe, report schema, training control and readiness."""
+    def tasks(self, scenario: str) -> GateTasksView:
+        """The API-given gate tasks of `scenario` and what its gate uses now."""
 
-    def status(self) -> dict[str, Any]:
+    async def add_tasks(self, scenario: str, body: bytes) -> GateTasksAdded:
+        """Validate and store gate tasks given as a request body; nothing is stored on a bad one."""
+
+    async def clear_tasks(self, scenario: str) -> GateTasksCleared:
+        """Forget the API-given gate tasks of `scenario`."""
+
+    def status(self) -> JSONObject:
         """Per scenario: learner step, buffered units, job state, last verdict, serving release, errors."""
+
+
+class RolloutAPI(Protocol):
+    """A scenario's canary rollout."""
+
+    def rollout(self, scenario: str) -> JSONObject:
+        """The scenario's open or last rollout (`state` `none` when it never had one; reads the record store: call
+        it from a worker thread)."""
+
+    def rollout_views(self) -> dict[str, JSONObject]:
+        """Every live scenario's open or last rollout, for the metrics (reads the record store: call it from a
+        worker thread)."""
+
+    async def end_rollout(self, scenario: str, action: str) -> JSONObject:
+        """Promote or roll back the scenario's open rollout now; Conflict when none is open."""
+
+
+class HarnessAPI(Protocol):
+    """The harness surface: which scenarios have a harness to read."""
+
+    def require_harness(self, scenario: str | None = None) -> None:
+        """NotFound unless the recipe evolves a harness (and, given one, `scenario` is live)."""
+
+
+class SearchAPI(Protocol):
+    """The search archive of a discovery scenario."""
+
+    async def archive(self, scenario: str, limit: int) -> JSONObject:
+        """The search archive the serving release carries; BadRequest when the recipe does not search."""
+
+    async def archive_next(self, scenario: str, groups: int) -> JSONObject:
+        """The next search step's `groups` parents and prompts."""
+
+
+class RuntimeAPI(ScenariosAPI, ServingAPI, ReleasesAPI, TrainingAPI, RolloutAPI, HarnessAPI, SearchAPI, Protocol):
+    """The domain facade the routes call: every route group, and the lifecycle the app's lifespan drives."""
+
+    async def start(self) -> None:
+        """Serve each live scenario's head release, then start its learner."""
+
+    async def stop(self) -> None:
+        """Stop every learner and give up its locks."""

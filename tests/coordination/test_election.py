@@ -106,7 +106,7 @@ async def test_a_leader_that_lost_its_lock_stops_before_publishing_and_writes_no
     assert world.backend.jobs  # it trained; it did not publish
     assert world.engine.active_release_id("math") == head
     assert world.runtime.release_store.head("math").release_id == head  # type: ignore[union-attr]
-    assert world.runtime.commits("math", -1, 10) == []
+    assert world.commits("math", -1, 10) == []
     assert set(consumed_steps(world).values()) == {None}  # the batch is left for the next leader
     await world.runtime.stop()
 
@@ -129,6 +129,6 @@ async def test_a_leader_that_lost_its_lock_writes_no_skipped_step_for_a_failed_j
     election.revoked = True
     with pytest.raises(Exception, match="lost the learner lock"):
         await world.runtime.step("math")
-    assert backend.jobs and world.runtime.commits("math", -1, 10) == []
+    assert backend.jobs and world.commits("math", -1, 10) == []
     assert set(consumed_steps(world).values()) == {None}
     await world.runtime.stop()

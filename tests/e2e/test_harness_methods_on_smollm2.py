@@ -69,7 +69,7 @@ async def test_each_harness_method_completes_a_step_on_smollm2(method: str, engi
         assert commit is not None
         assert commit["verdict"] in ("published", "kept", "rejected"), commit
         assert len(commit["candidate_scores"]) == len(commit["current_scores"]) == len(HELD_OUT)
-        assert runtime.commits("agent")[-1]["step"] == commit["step"]
+        assert runtime.commits("agent")[-1].step == commit["step"]
         if commit["verdict"] == "published":
             assert engine.active_release_id("agent") == commit["release_id"]
     finally:

@@ -51,6 +51,14 @@ class World:
         self.runtime.notify(scenario)
         return stored
 
+    def releases(self, scenario: str) -> list[dict[str, Any]]:
+        """The scenario's releases as `GET /reef/scenarios/{s}/releases` lists them, newest first."""
+        return [row.to_json() for row in self.runtime.releases(scenario)]
+
+    def commits(self, scenario: str, after_step: int = -1, limit: int = 100) -> list[dict[str, Any]]:
+        """The scenario's commit log as `GET /reef/scenarios/{s}/commits` shows it, ascending from `after_step`."""
+        return [commit.to_json() for commit in self.runtime.commits(scenario, after_step, limit)]
+
     def restart(self, backend: FakeTrainingBackend | None = None, **runtime_options: Any) -> World:
         """A new process on the same directories (call `await world.runtime.stop()` first if it runs)."""
         self.records.close()

@@ -35,7 +35,7 @@ async def in_process_edge(
     releases = open_release_store(str(tmp_path / "releases.git"), tmp_path / "release-work")
     engine = engine or DictEngine()
     runtime = Runtime(settings, records, releases, FileCommitLog(tmp_path / "state" / "commits"), engine)
-    edge = create_app(settings, runtime, records, engine)
+    edge = create_app(settings, runtime, engine)
     if start:
         await runtime.start()
     try:

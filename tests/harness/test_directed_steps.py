@@ -40,7 +40,7 @@ async def client(tmp_path: Path):
     runtime = Runtime(
         settings, records, releases, FileCommitLog(tmp_path / "state" / "commits"), engine, recipe=Evolve(settings)
     )
-    app = create_app(settings, runtime, records, engine)
+    app = create_app(settings, runtime, engine)
     await runtime.start()
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://reef.test") as http:
         http.engine = engine  # type: ignore[attr-defined]

@@ -50,7 +50,7 @@ class World:
             self.settings, self.records, releases, commits, self.engine, recipe=MetaHarness(self.settings)
         )
         await self.runtime.start()
-        app = create_app(self.settings, self.runtime, self.records, self.engine)
+        app = create_app(self.settings, self.runtime, self.engine)
         return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://reef.test")
 
     async def stop(self, client: httpx.AsyncClient) -> None:

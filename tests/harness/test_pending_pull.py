@@ -33,7 +33,7 @@ async def test_an_agent_token_cannot_pull_a_pending_release_but_an_admin_can(tmp
     runtime_scenario = "h"
     tree = HarnessTree.of([Node("ext", "extension", {"name": "ext", "text": "export {}"})])
     write_tree(tree, tmp_path / "content")
-    edge = create_app(settings, runtime, records, engine)
+    edge = create_app(settings, runtime, engine)
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=edge), base_url="http://reef.test") as http:
         admin = {"authorization": f"Bearer {ADMIN}", "x-reef-scenario": runtime_scenario}
         agent = {"authorization": f"Bearer {AGENT}", "x-reef-scenario": runtime_scenario}

@@ -60,7 +60,7 @@ async def make_client(tmp_path: Path, **server: Any):
     runtime = Runtime(
         settings, records, releases, FileCommitLog(tmp_path / "state" / "commits"), engine, recipe=Evolve(settings)
     )
-    app = create_app(settings, runtime, records, engine)
+    app = create_app(settings, runtime, engine)
     await runtime.start()
     http = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://reef.test")
     assert (await http.post("/reef/scenarios", json={"name": "h"}, headers=ADMIN)).status_code < 300

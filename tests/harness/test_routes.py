@@ -38,7 +38,7 @@ async def client(tmp_path: Path):
     engine = PromptEngine()
     commits = FileCommitLog(tmp_path / "state" / "commits")
     runtime = Runtime(settings, records, releases, commits, engine, recipe=Evolve(settings))
-    app = create_app(settings, runtime, records, engine)
+    app = create_app(settings, runtime, engine)
     await runtime.start()
     transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(transport=transport, base_url="http://reef.test") as http:

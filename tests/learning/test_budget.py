@@ -100,7 +100,7 @@ async def test_a_gate_episodes_requests_over_v1_count_and_other_traffic_does_not
     releases = open_release_store(str(tmp_path / "releases.git"), tmp_path / "release-work")
     engine = UsageEngine()
     runtime = Runtime(settings, records, releases, FileCommitLog(tmp_path / "commits"), engine)
-    edge = create_app(settings, runtime, records, engine)
+    edge = create_app(settings, runtime, engine)
     body = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=edge), base_url="http://reef.test") as http:
         user = await http.post("/v1/chat/completions", json=body, headers={"x-reef-scenario": "ep"})

@@ -65,7 +65,7 @@ async def _served(tmp_path: Path, tokens: bool) -> AsyncIterator[Served]:
     releases = open_release_store(str(tmp_path / "releases.git"), tmp_path / "release-work")
     engine = StreamingUsageEngine()
     runtime = Runtime(settings, records, releases, FileCommitLog(tmp_path / "commits"), engine)
-    edge = create_app(settings, runtime, records, engine)
+    edge = create_app(settings, runtime, engine)
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=edge), base_url="http://reef.test") as http:
         yield Served(http, runtime, settings)
     records.close()

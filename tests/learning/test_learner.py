@@ -25,9 +25,9 @@ async def test_a_batch_of_reports_produces_a_release_that_becomes_active(tmp_pat
     assert ("math", commit["release_id"]) in world.engine.activations
     assert commit["candidate_scores"] == [1.0, 1.0, 0.0, 0.0]
     assert commit["current_scores"] == [0.0, 0.0, 0.0, 0.0]
-    assert world.runtime.commits("math", -1, 10)[-1]["verdict"] == "published"
+    assert world.commits("math", -1, 10)[-1]["verdict"] == "published"
     assert consumed_steps(world) == {r.agent_record_id: commit["step"] for r in reports}
-    newest = world.runtime.releases("math")[0]
+    newest = world.releases("math")[0]
     assert newest["release_id"] == commit["release_id"] and newest["current"] and newest["operation"] == "training"
 
 
@@ -46,7 +46,7 @@ async def test_a_bad_candidate_is_rejected_and_the_old_release_keeps_serving(tmp
     assert "losses 2" in commit["reason"]
     assert commit["candidate_scores"] == [0.0, 0.0, 0.0, 0.0]
     assert world.engine.active_release_id("math") == good["release_id"]
-    assert world.runtime.releases("math")[0]["release_id"] == good["release_id"]
+    assert world.releases("math")[0]["release_id"] == good["release_id"]
     # Rejected records are consumed all the same: the commit says why they were not used.
     assert all(consumed_steps(world)[r.agent_record_id] == commit["step"] for r in bad_reports)
     assert await world.runtime.step("math") is None
@@ -55,7 +55,7 @@ async def test_a_bad_candidate_is_rejected_and_the_old_release_keeps_serving(tmp
 async def test_nothing_ready_means_no_step(tmp_path):
     world = await started(make_world(tmp_path))
     assert await world.runtime.step("math") is None
-    assert world.runtime.commits("math", -1, 10) == []
+    assert world.commits("math", -1, 10) == []
 
 
 async def test_auto_mode_steps_on_its_own_once_a_batch_is_ready(tmp_path):
@@ -63,13 +63,13 @@ async def test_auto_mode_steps_on_its_own_once_a_batch_is_ready(tmp_path):
     try:
         first = world.report("math", Q[0], QUESTIONS[Q[0]])
         await considered(world, first)
-        assert world.runtime.commits("math", -1, 10) == []  # one unit is not a batch of two
+        assert world.commits("math", -1, 10) == []  # one unit is not a batch of two
         world.report("math", Q[1], QUESTIONS[Q[1]])
         for _ in range(400):
-            if world.runtime.commits("math", -1, 10):
+            if world.commits("math", -1, 10):
                 break
             await asyncio.sleep(0.05)
-        assert [c["verdict"] for c in world.runtime.commits("math", -1, 10)] == ["published"]
+        assert [c["verdict"] for c in world.commits("math", -1, 10)] == ["published"]
     finally:
         await world.runtime.stop()
 
@@ -108,7 +108,7 @@ async def test_without_tasks_a_scoring_policy_trains_nothing_and_says_why_once(t
     again = await world.runtime.step("math")
     assert first["verdict"] == "skipped" and "no gate tasks" in first["reason"]
     assert again == first
-    assert len(world.runtime.commits("math", -1, 10)) == 1
+    assert len(world.commits("math", -1, 10)) == 1
     assert world.backend.jobs == []
     assert set(consumed_steps(world).values()) == {None}
     assert "no gate tasks" in world.runtime.status()["scenarios"]["math"]["blocked"]
@@ -142,7 +142,7 @@ async def test_review_mode_stores_a_pending_release_that_serves_only_once_promot
     commit = await world.runtime.step("math")
     assert commit["verdict"] == "pending"
     assert world.engine.active_release_id("math") == base
-    pending = next(r for r in world.runtime.releases("math") if r["release_id"] == commit["release_id"])
+    pending = next(r for r in world.releases("math") if r["release_id"] == commit["release_id"])
     assert pending["pending"] and not pending["current"]
 
     promoted = await world.runtime.promote("math", commit["release_id"])
@@ -191,7 +191,7 @@ async def test_a_rollback_during_a_step_wins_and_the_batch_is_retried_on_the_new
     for q in Q[:2]:
         world.report("math", q, QUESTIONS[q])
     first = await world.runtime.step("math")
-    base = world.runtime.releases("math")[-1]["release_id"]
+    base = world.releases("math")[-1]["release_id"]
     restored = []
 
     async def roll_back():

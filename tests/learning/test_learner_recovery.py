@@ -16,14 +16,14 @@ async def test_a_crash_after_publish_before_the_commit_log_rolls_the_commit_forw
     world.runtime.release_store._fault_hook = crash_at("ref-updated")
     with pytest.raises(Crash):
         await world.runtime.step("math")
-    assert world.runtime.commits("math", -1, 10) == []
+    assert world.commits("math", -1, 10) == []
 
     world = world.restart(backend=FakeTrainingBackend())
     await world.runtime.start()
 
-    head = world.runtime.releases("math")[0]
+    head = world.releases("math")[0]
     assert head["operation"] == "training" and world.engine.active_release_id("math") == head["release_id"]
-    (recovered,) = world.runtime.commits("math", -1, 10)
+    (recovered,) = world.commits("math", -1, 10)
     assert recovered["verdict"] == "published" and recovered["release_id"] == head["release_id"]
     assert consumed_steps(world) == {r.agent_record_id: recovered["step"] for r in reports}
     assert await world.runtime.step("math") is None
@@ -40,7 +40,7 @@ async def test_a_crash_after_the_commit_log_before_marking_resumes_without_retra
     world.records.mark_consumed = die
     with pytest.raises(Crash):
         await world.runtime.step("math")
-    (committed,) = world.runtime.commits("math", -1, 10)
+    (committed,) = world.commits("math", -1, 10)
     assert committed["verdict"] == "published"
 
     world = world.restart(backend=FakeTrainingBackend())

@@ -50,7 +50,7 @@ async def test_a_tied_candidate_is_kept_and_the_next_step_trains_from_it_until_t
     assert second["trained_from"] == first["release_id"]
     assert third["verdict"] == "published" and third["trained_from"] == second["release_id"]
     assert head_answers(world) == {**UNGATED, **{q: QUESTIONS[q] for q in Q[:2]}}  # every step's learning is there
-    assert [r["operation"] for r in world.runtime.releases("math")] == ["training", "creation"]  # tips are unlisted
+    assert [r["operation"] for r in world.releases("math")] == ["training", "creation"]  # tips are unlisted
     assert world.runtime.release_store.lineage("math") is None
     assert world.runtime.status()["scenarios"]["math"]["lineage"] == {"tip_release_id": None}
 
@@ -113,11 +113,11 @@ async def test_a_crash_after_keeping_a_tip_before_its_commit_rolls_the_step_forw
     world.runtime.release_store._fault_hook = crash_at("lineage-kept")
     with pytest.raises(Crash):
         await world.runtime.step("math")
-    assert world.runtime.commits("math", -1, 10) == []
+    assert world.commits("math", -1, 10) == []
 
     world = world.restart(backend=FakeTrainingBackend())
     await world.runtime.start()
-    (recovered,) = world.runtime.commits("math", -1, 10)
+    (recovered,) = world.commits("math", -1, 10)
     tip = world.runtime.release_store.lineage("math")
 
     assert recovered["verdict"] == "kept" and recovered["release_id"] == tip.release_id

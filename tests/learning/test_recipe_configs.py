@@ -11,8 +11,7 @@ from typing import Any, ClassVar
 import pytest
 from pydantic import BaseModel, Field
 
-from reef.application import startup
-from reef.cli import serve
+from reef.application import compose, startup
 from reef.cli.main import main
 from reef.core.errors import BadRequest
 from reef.core.settings import LearningSettings, Settings
@@ -91,7 +90,7 @@ def test_a_dotted_recipe_without_a_config_model_gets_its_recipe_config_as_a_plai
 
 def test_reef_serve_refuses_a_misspelt_recipe_key_before_the_engine_is_opened(monkeypatch, capsys, tmp_path) -> None:
     opened: list[Settings] = []
-    monkeypatch.setattr(serve, "open_engine", opened.append)
+    monkeypatch.setattr(compose, "open_engine", opened.append)
     state = tmp_path / "state"
 
     code = main(["serve", *MISSPELT, '{"clip_hi": 0.3}', "--storage.dir", str(state)])

@@ -58,7 +58,7 @@ async def test_a_known_pin_is_read_off_the_loop_once_and_served_from_its_files(t
     for q in Q[:2]:
         world.report("math", q, QUESTIONS[q])
     assert (await world.runtime.step("math"))["verdict"] == "published"
-    base = world.runtime.releases("math")[-1]["release_id"]  # no longer the serving release
+    base = world.releases("math")[-1]["release_id"]  # no longer the serving release
     store = CountingStore(world.runtime.serving.release_store)
     world.runtime.serving.release_store = store
 
@@ -76,7 +76,7 @@ async def test_an_unknown_pin_is_looked_up_again_once_the_scenario_serves_a_new_
         await world.runtime.route_request("math", UNKNOWN, {})
     store = CountingStore(world.runtime.serving.release_store)
     world.runtime.serving.release_store = store
-    (base,) = world.runtime.releases("math")
+    (base,) = world.releases("math")
 
     await world.runtime.serving.activate("math", world.runtime.release_store.get("math", base["release_id"]))
     with pytest.raises(NotFound):

@@ -66,7 +66,7 @@ async def test_an_accepted_release_in_canary_mode_opens_a_rollout_and_the_head_s
     view = world.runtime.rollout(S)
     assert view["state"] == "canary" and view["share"] == 0.5
     assert view["candidate_release_id"] == commit["release_id"]
-    releases = {r["release_id"]: r for r in world.runtime.releases(S)}
+    releases = {r["release_id"]: r for r in world.releases(S)}
     assert releases[commit["release_id"]]["pending"] and not releases[commit["release_id"]]["current"]
     assert releases[commit["release_id"]]["canary"] and sum(r["canary"] for r in releases.values()) == 1
     assert releases[view["incumbent_release_id"]]["current"]
@@ -103,7 +103,7 @@ async def test_a_candidate_the_users_dislike_is_rolled_back_with_its_statistics_
     assert ended["arms"]["candidate"]["reports"] == 30 and ended["arms"]["incumbent"]["reports"] == 30
     assert ended["arms"]["candidate"]["mean"] == 0.0 and ended["difference"]["interval"][1] < 0
     assert world.engine.active_release_id(S) == view["incumbent_release_id"]
-    last = world.runtime.commits(S)[-1]
+    last = world.commits(S)[-1]
     assert last["verdict"] == "rejected" and last["release_id"] == view["candidate_release_id"]
     assert last["metrics"]["rollout"]["rollout_id"] == view["rollout_id"]
     assert last["metrics"]["rollout"]["arms"]["candidate"]["reports"] == 30
@@ -121,12 +121,12 @@ async def test_a_candidate_the_users_prefer_is_promoted_and_serves_everything(tm
     await world.runtime.rollouts.tick()
     ended = world.runtime.rollout(S)
     assert ended["state"] == "promoted" and ended["decided_by"] == "test"
-    head = world.runtime.releases(S)[0]
+    head = world.releases(S)[0]
     assert head["current"] and head["operation"] == "promote" and ended["release_id"] == head["release_id"]
-    candidate = next(r for r in world.runtime.releases(S) if r["release_id"] == view["candidate_release_id"])
+    candidate = next(r for r in world.releases(S) if r["release_id"] == view["candidate_release_id"])
     assert head["content_id"] == candidate["content_id"]
     assert world.engine.active_release_id(S) == head["release_id"]
-    assert world.runtime.commits(S)[-1]["verdict"] == "published"
+    assert world.commits(S)[-1]["verdict"] == "published"
     await world.runtime.stop()
 
 
@@ -170,7 +170,7 @@ async def test_while_a_rollout_is_open_release_moves_and_requested_steps_are_ref
     world = canary_world(tmp_path)
     await opened(world)
     view = world.runtime.rollout(S)
-    before = world.runtime.releases(S)
+    before = world.releases(S)
     for attempt in (
         world.runtime.rollback(S, view["candidate_release_id"]),
         world.runtime.promote(S, view["candidate_release_id"]),
@@ -178,13 +178,13 @@ async def test_while_a_rollout_is_open_release_moves_and_requested_steps_are_ref
     ):
         with pytest.raises(Conflict, match=view["rollout_id"]):
             await attempt
-    assert world.runtime.releases(S) == before
+    assert world.releases(S) == before
     # A later accepted step keeps its candidate as the lineage's tip: nothing else publishes.
     for q in Q[2:4]:
         world.report(S, q, QUESTIONS[q])
     commit = await world.runtime.step(S)
     assert commit is not None and commit["verdict"] == "kept" and view["rollout_id"] in commit["reason"]
-    assert len(world.runtime.releases(S)) == len(before)
+    assert len(world.releases(S)) == len(before)
     await world.runtime.stop()
 
 
@@ -281,7 +281,7 @@ async def test_a_release_pending_review_opens_its_canary_when_promoted(tmp_path)
     commit = await world.runtime.step(S)
     assert commit is not None and commit["verdict"] == "pending"
     assert world.runtime.rollout(S)["state"] == "none"  # review first: no canary yet
-    head = world.runtime.releases(S)[-1]["release_id"]
+    head = world.releases(S)[-1]["release_id"]
     promoted = await world.runtime.promote(S, commit["release_id"])
     view = world.runtime.rollout(S)
     assert promoted.pending and view["state"] == "canary"
@@ -321,8 +321,8 @@ async def test_a_promotion_cut_short_after_its_decision_is_finished_by_the_next_
     await world.runtime.start()
     await world.runtime.rollouts.tick()
     ended = world.runtime.rollout(S)
-    head = world.runtime.releases(S)[0]
+    head = world.releases(S)[0]
     assert head["current"] and head["operation"] == "promote" and ended["release_id"] == head["release_id"]
     assert world.engine.active_release_id(S) == head["release_id"]
-    assert world.runtime.commits(S)[-1]["metrics"]["rollout"]["rollout_id"] == view["rollout_id"]
+    assert world.commits(S)[-1]["metrics"]["rollout"]["rollout_id"] == view["rollout_id"]
     await world.runtime.stop()

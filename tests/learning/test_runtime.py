@@ -36,7 +36,7 @@ async def test_many_concurrent_first_requests_create_a_scenario_once(tmp_path):
     assert [created for _, created in results].count(True) == 1
     assert {info.name for info, _ in results} == {"new"}
     assert world.runtime.known_scenario("new")
-    (base,) = world.runtime.releases("new")
+    (base,) = world.releases("new")
     assert base["operation"] == "creation" and base["current"]
     assert world.engine.activations == [("new", base["release_id"])]
 
@@ -47,7 +47,7 @@ async def test_a_scenario_created_with_an_unknown_release_id_is_refused(tmp_path
     await world.runtime.ensure_scenario("math")
     with pytest.raises(NotFound):
         await world.runtime.ensure_scenario("math", release_id="0" * 40)
-    base = world.runtime.releases("math")[0]["release_id"]
+    base = world.releases("math")[0]["release_id"]
     info, created = await world.runtime.ensure_scenario("math", release_id=base)
     assert info.name == "math" and not created
 
@@ -61,20 +61,20 @@ async def test_a_deleted_scenario_is_unknown_and_can_be_created_afresh(tmp_path)
     assert not world.runtime.known_scenario("gone")
     assert world.engine.active_release_id("gone") is None
     with pytest.raises(NotFound):
-        world.runtime.releases("gone")
+        world.releases("gone")
     with pytest.raises(NotFound):
         await world.runtime.delete_scenario("gone")
     with pytest.raises(NotFound):
         await world.runtime.delete_scenario("never-existed")
 
     _, created = await world.runtime.ensure_scenario("gone")
-    assert created and len(world.runtime.releases("gone")) == 1
+    assert created and len(world.releases("gone")) == 1
 
 
 async def test_a_pinned_release_is_served_from_its_files_and_an_unknown_one_is_not_found(tmp_path):
     world = make_world(tmp_path)
     commit = await trained(world)
-    base = world.runtime.releases("math")[-1]["release_id"]
+    base = world.releases("math")[-1]["release_id"]
 
     serving = world.runtime.context_for("math", None)
     assert serving.release_id is None and serving.candidate_path is None
@@ -88,13 +88,13 @@ async def test_a_pinned_release_is_served_from_its_files_and_an_unknown_one_is_n
 async def test_rollback_serves_an_earlier_release_as_a_new_one(tmp_path):
     world = make_world(tmp_path)
     commit = await trained(world)
-    base = world.runtime.releases("math")[-1]["release_id"]
+    base = world.releases("math")[-1]["release_id"]
 
     rolled = await world.runtime.rollback("math", base)
 
     assert rolled.operation == "rollback" and rolled.parent_release_id == commit["release_id"]
     assert world.engine.active_release_id("math") == rolled.release_id
-    assert world.runtime.releases("math")[0]["current"]
+    assert world.releases("math")[0]["current"]
     with pytest.raises(Conflict):
         await world.runtime.rollback("math", rolled.release_id)
     with pytest.raises(Conflict):
@@ -106,7 +106,7 @@ async def test_rollback_serves_an_earlier_release_as_a_new_one(tmp_path):
 async def test_after_a_rollback_the_learner_builds_on_the_restored_release(tmp_path):
     world = make_world(tmp_path)
     await trained(world)
-    base = world.runtime.releases("math")[-1]["release_id"]
+    base = world.releases("math")[-1]["release_id"]
     rolled = await world.runtime.rollback("math", base)
     for q in Q[2:]:
         world.report("math", q, QUESTIONS[q])
@@ -126,8 +126,8 @@ async def test_a_restart_serves_every_scenarios_head_again(tmp_path):
 
     assert world.runtime.known_scenario("math") and world.runtime.known_scenario("other")
     assert world.engine.active_release_id("math") == commit["release_id"]
-    assert world.runtime.commits("math", 1, 10) == []
-    assert [c["step"] for c in world.runtime.commits("math", -1, 10)] == [1]
+    assert world.commits("math", 1, 10) == []
+    assert [c["step"] for c in world.commits("math", -1, 10)] == [1]
 
 
 async def test_reports_are_validated_by_the_recipe(tmp_path):

@@ -18,7 +18,7 @@ Q = list(QUESTIONS)
 
 async def _commits_after(world: World, step: int, timeout_s: float = 20.0) -> list[dict[str, Any]]:
     for _ in range(int(timeout_s / 0.05)):
-        commits = [c for c in world.runtime.commits("math", step, 100)]
+        commits = [c for c in world.commits("math", step, 100)]
         if commits and world.runtime.contract("math")["requested"] is None:
             return commits
         await asyncio.sleep(0.05)
@@ -29,7 +29,7 @@ async def test_manual_mode_trains_only_on_request_and_the_commit_names_the_reque
     world = await started(make_world(tmp_path, mode="manual", batch_size=4))
     reports = [world.report("math", q, QUESTIONS[q]) for q in Q[:2]]  # half a batch: auto would wait
     await considered(world, reports[-1])
-    assert world.runtime.commits("math") == []
+    assert world.commits("math") == []
 
     queued = await world.runtime.request_step("math")
 
@@ -79,7 +79,7 @@ async def test_pause_stops_auto_steps_until_resumed(tmp_path):
     await world.runtime.update_control("math", paused=True)
     reports = [world.report("math", q, QUESTIONS[q]) for q in Q[:2]]  # a whole batch: auto would step
     await considered(world, reports[-1])
-    assert world.runtime.commits("math") == [] and world.runtime.status()["scenarios"]["math"]["paused"]
+    assert world.commits("math") == [] and world.runtime.status()["scenarios"]["math"]["paused"]
 
     await world.runtime.update_control("math", paused=False)
 
@@ -123,7 +123,7 @@ async def test_a_request_cut_short_by_a_stop_survives_the_restart_and_runs_once(
 
     await world.runtime.stop()
 
-    assert world.runtime.commits("math") == []
+    assert world.commits("math") == []
     assert world.records.control("math").request["step_id"] == queued["step_id"]
     Held.release = asyncio.Event()
     Held.release.set()
@@ -143,7 +143,7 @@ async def test_a_request_can_train_from_an_earlier_release_and_hands_its_text_to
             return await super().grow(batch, parent_dir, ctx)
 
     world = await started(make_world(tmp_path, Recording, mode="manual", policy="always"))
-    base = world.runtime.releases("math")[0]["release_id"]
+    base = world.releases("math")[0]["release_id"]
     world.report("math", Q[0], QUESTIONS[Q[0]])
     await world.runtime.request_step("math")
     (first,) = await _commits_after(world, -1)

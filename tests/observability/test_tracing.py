@@ -127,10 +127,10 @@ async def test_a_real_learner_step_exports_its_trace_with_the_verdict_and_phases
     for question in list(QUESTIONS)[:2]:
         world.report("math", question, QUESTIONS[question])
     for _ in range(400):
-        if world.runtime.commits("math") and world.runtime.status()["scenarios"]["math"]["job"]["state"] == "idle":
+        if world.commits("math") and world.runtime.status()["scenarios"]["math"]["job"]["state"] == "idle":
             break
         await asyncio.sleep(0.05)
-    (commit,) = world.runtime.commits("math")
+    (commit,) = world.commits("math")
     await world.runtime.stop()
     tracing.shutdown()
 

@@ -152,7 +152,7 @@ async def _reef(tmp_path: Path) -> AsyncIterator[tuple[int, Settings, Runtime]]:
     engine = DictEngine()
     runtime = Runtime(settings, records, releases, FileCommitLog(tmp_path / "commits"), engine)
     server = uvicorn.Server(
-        uvicorn.Config(create_app(settings, runtime, records, engine), host="127.0.0.1", port=0, log_level="warning")
+        uvicorn.Config(create_app(settings, runtime, engine), host="127.0.0.1", port=0, log_level="warning")
     )
     task = asyncio.create_task(server.serve())
     try:

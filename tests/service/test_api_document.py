@@ -50,7 +50,7 @@ async def served(tmp_path: Path) -> AsyncIterator[tuple[FastAPI, httpx.AsyncClie
     releases = open_release_store(str(tmp_path / "releases.git"), tmp_path / "release-work")
     engine = DictEngine()
     runtime = Runtime(settings, records, releases, FileCommitLog(tmp_path / "state" / "commits"), engine)
-    edge = create_app(settings, runtime, records, engine)
+    edge = create_app(settings, runtime, engine)
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=edge), base_url="http://reef.test") as http:
         yield edge.app, http
     records.close()

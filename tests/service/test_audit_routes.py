@@ -32,7 +32,7 @@ async def world(tmp_path: Path) -> AsyncIterator[World]:
 
 @pytest.fixture
 async def http(world: World) -> AsyncIterator[httpx.AsyncClient]:
-    app = create_app(world.settings, world.runtime, world.records, world.engine)
+    app = create_app(world.settings, world.runtime, world.engine)
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://reef.test") as client:
         yield client
 
@@ -76,7 +76,7 @@ async def test_record_rows_carry_their_type_references_score_release_and_time(ht
     inference, _, report_row, plain = (await rows(http))["records"]
     assert inference["agent_record_id"] == first and inference["request_type"] == "inference"
     assert inference["references"] == [] and inference["score"] is None
-    assert inference["release_id"] == served.headers["x-reef-release-id"] == world.runtime.releases(S)[0]["release_id"]
+    assert inference["release_id"] == served.headers["x-reef-release-id"] == world.releases(S)[0]["release_id"]
     assert isinstance(inference["created_at"], float) and inference["evicted"] is False
     assert report_row["agent_record_id"] == cited and report_row["request_type"] == "report"
     assert report_row["references"] == [first, second] and report_row["score"] == 0.5
@@ -114,7 +114,7 @@ async def test_the_cursor_is_null_exactly_when_no_record_follows(http) -> None:
 
 
 async def test_rows_filter_by_request_type_and_by_the_release_that_served_them(http, world) -> None:
-    base = world.runtime.releases(S)[0]["release_id"]
+    base = world.releases(S)[0]["release_id"]
     before = [await receipt(http, q) for q in Q[:2]]
     reports = [await report(http, r, question=q) for r, q in zip(before, Q[:2], strict=True)]
     commit = await world.runtime.step(S)
@@ -218,7 +218,7 @@ async def test_the_export_streams_every_record_as_a_jsonl_envelope_in_sequence_o
 
 
 async def test_the_export_pages_through_the_store_and_leaves_evicted_bodies_out(http, world, monkeypatch) -> None:
-    import reef.service.routes.scenarios as routes
+    import reef.application.recording as recording
 
     pages: list[int] = []
     page = world.records.page
@@ -229,7 +229,7 @@ async def test_the_export_pages_through_the_store_and_leaves_evicted_bodies_out(
             pages.append(len(found))
         return found
 
-    monkeypatch.setattr(routes, "_EXPORT_PAGE_RECORDS", 2)
+    monkeypatch.setattr(recording, "EXPORT_PAGE_RECORDS", 2)
     monkeypatch.setattr(world.records, "page", counted)
     made = [await receipt(http, q) for q in Q]
     world.records.enforce_retention(max_body_bytes=sum(r.body_bytes for r in page(S, 0, 100)[2:]))

@@ -31,7 +31,7 @@ async def http(tmp_path: Path) -> AsyncIterator[httpx.AsyncClient]:
     releases = open_release_store(str(tmp_path / "releases.git"), tmp_path / "release-work")
     engine = DictEngine(fallback="[[0.25,0.5,0.25],[0.75,0.5,0.25]]")
     runtime = Runtime(settings, records, releases, FileCommitLog(tmp_path / "state" / "commits"), engine)
-    edge = create_app(settings, runtime, records, engine)
+    edge = create_app(settings, runtime, engine)
     transport = httpx.ASGITransport(app=edge)
     async with (
         edge.app.router.lifespan_context(edge.app),

@@ -151,7 +151,7 @@ async def test_an_open_canary_may_be_pinned_and_listed_by_an_agent_and_not_once_
     base = make_settings(tmp_path)
     server = ServerSettings(tokens=[SecretStr(AGENT)], admin_tokens=[SecretStr(ADMIN)])
     world = open_world(tmp_path, base.model_copy(update={"reef": server}))
-    app = create_app(world.settings, world.runtime, world.records, world.engine)
+    app = create_app(world.settings, world.runtime, world.engine)
     await world.runtime.start()
     admin, agent = {"authorization": f"Bearer {ADMIN}"}, {"authorization": f"Bearer {AGENT}"}
     try:

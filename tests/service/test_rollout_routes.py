@@ -22,7 +22,7 @@ Q = list(QUESTIONS)
 @pytest.fixture
 async def client(tmp_path: Path) -> AsyncIterator[tuple[httpx.AsyncClient, World]]:
     world = make_world(tmp_path)
-    app = create_app(world.settings, world.runtime, world.records, world.engine)
+    app = create_app(world.settings, world.runtime, world.engine)
     await world.runtime.start()
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://reef.test") as http:
         assert (await http.post("/reef/scenarios", json={"name": S})).status_code == 201
@@ -45,7 +45,7 @@ async def test_no_rollout_reads_as_state_none_and_an_action_then_is_a_conflict(c
     response = await http.post(f"/reef/scenarios/{S}/rollout", json={"action": "restart"})
     assert response.status_code == 400 and "action" in response.json()["error"]["message"]
     assert (await http.get(f"/reef/scenarios/{S}/rollout")).json()["state"] == "none"
-    assert len(world.runtime.releases(S)) == 1
+    assert len(world.releases(S)) == 1
 
 
 async def test_a_canary_serves_its_sessions_names_itself_and_is_recorded_with_its_rollout(client):
@@ -92,7 +92,7 @@ async def test_canary_on_a_harness_an_agent_pulls_as_files_is_refused_naming_rol
         update={"harness": world.settings.harness.model_copy(update={"default_adapter": "pi"})}
     )
     world.runtime.rollouts.settings = world.runtime.settings
-    app = create_app(world.settings, world.runtime, world.records, world.engine)
+    app = create_app(world.settings, world.runtime, world.engine)
     await world.runtime.start()
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://reef.test") as http:
         await http.post("/reef/scenarios", json={"name": S})

@@ -42,16 +42,17 @@ class ScriptedStream(CompletionStream):
 
 
 class Store:
+    """The records part of the runtime the relay hands its inference record to."""
+
     def __init__(self) -> None:
         self.records: list[Record] = []
 
-    async def append_async(self, records: list[Record]) -> list[Record]:
-        self.records.extend(records)
-        return records
+    async def remember_inference(self, record: Record) -> None:
+        self.records.append(record)
 
 
 def _state(store: Store) -> Any:
-    return SimpleNamespace(records=store, metrics=ServiceMetrics())
+    return SimpleNamespace(runtime=SimpleNamespace(recording=store), metrics=ServiceMetrics())
 
 
 def _chunk(text: str) -> bytes:

@@ -13,6 +13,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from reef.core.errors import BadRequest, Conflict, Forbidden, NotFound
 from reef.core.identifiers import RELEASE_ID_PATTERN
 from reef.core.releases import Release
+from reef.core.views import ProposalQueued
 from reef.harness.catalog import adapter_names, load_adapter
 from reef.harness.install import install_script
 from reef.harness.proposals import ProposalQueue
@@ -22,7 +23,7 @@ from reef.harness.tree import load_tree
 from reef.service.deps import json_object, scenario_of
 from reef.service.middleware import held_scope
 from reef.service.scopes import Scope, scope_words
-from reef.service.state import runtime_of, state_of
+from reef.service.state import harness_of, releases_of, runtime_of, scenarios_of, state_of
 
 router = APIRouter(tags=["harness"])
 
@@ -33,28 +34,13 @@ class ShellScript(PlainTextResponse):
     media_type = "text/x-shellscript"
 
 
-def _harness_scenario(request: Request, scenario: str) -> None:
-    """404 unless the recipe evolves a harness and `scenario` exists."""
-    runtime = runtime_of(request)
-    if runtime.recipe.surface != "harness":
-        raise NotFound(f"the recipe {runtime.recipe.name!r} does not evolve a harness")
-    if not runtime.known_scenario(scenario):
-        raise NotFound(f"unknown scenario {scenario!r}")
-
-
 async def _release(request: Request, scenario: str, release_id: str | None) -> Release:
-    _harness_scenario(request, scenario)
-    store = runtime_of(request).release_store
-    if release_id:
-        release = await asyncio.to_thread(store.get, scenario, release_id)
-        # A pending release may hold model-written code nobody reviewed yet: only an admin (the reviewer) sees it.
-        if release.pending and held_scope(request.scope) < Scope.ADMIN:
-            raise Forbidden(f"release {release_id} is pending review; reading it needs {scope_words(Scope.ADMIN)}")
-        return release
-    head = await asyncio.to_thread(store.head, scenario)
-    if head is None:
-        raise NotFound(f"scenario {scenario!r} has no release yet")
-    return head
+    harness_of(request).require_harness(scenario)
+    release = await releases_of(request).release(scenario, release_id or None)
+    # A pending release may hold model-written code nobody reviewed yet: only an admin (the reviewer) sees it.
+    if release_id and release.pending and held_scope(request.scope) < Scope.ADMIN:
+        raise Forbidden(f"release {release_id} is pending review; reading it needs {scope_words(Scope.ADMIN)}")
+    return release
 
 
 @router.get("/reef/harness", summary="The serving (or a given) release's harness files")
@@ -67,13 +53,13 @@ async def get_harness(
     adapter: str | None = Query(None, description="default: harness.default_adapter"),
 ) -> Response:
     scenario = scenario_of(request)
-    _harness_scenario(request, scenario)  # before the query's own checks: without a harness there is nothing to ask
+    harness_of(request).require_harness(scenario)  # before the query's own checks: without a harness, nothing to ask
     if release_id and version and release_id != version:
         raise BadRequest("give release_id or version, not two different ones", field="version")
     adapter = adapter or state_of(request).settings.harness.default_adapter
     load_adapter(adapter)
     release = await _release(request, scenario, release_id or version)
-    directory = await asyncio.to_thread(runtime_of(request).release_store.materialize, release)
+    directory = await releases_of(request).materialize(release)
     view = await asyncio.to_thread(harness_view, release, directory, adapter)
     return JSONResponse(view, headers={"x-reef-release-id": release.release_id})
 
@@ -91,10 +77,9 @@ async def list_versions(request: Request) -> dict[str, Any]:
 
 
 async def _oldest_first(request: Request, scenario: str) -> list[dict[str, Any]]:
-    runtime = runtime_of(request)
-    if not runtime.known_scenario(scenario):
+    if not scenarios_of(request).known_scenario(scenario):
         raise NotFound(f"unknown scenario {scenario!r}")
-    releases = await asyncio.to_thread(runtime.releases, scenario)
+    releases = [row.to_json() for row in await asyncio.to_thread(releases_of(request).releases, scenario)]
     if held_scope(request.scope) < Scope.ADMIN:  # pending releases are the reviewer's; the open canary is served
         releases = [row for row in releases if not row["pending"] or row.get("canary")]
     return [{**row, "artifact_version": row["release_id"]} for row in reversed(releases)]
@@ -119,7 +104,7 @@ async def install(
     release = await _release(request, scenario, release_id)
     if release.pending:  # it may hold executable nodes nobody reviewed: nothing installs it, an admin neither
         raise Conflict(f"release {release.release_id} is pending review; promote it before installing it")
-    directory = await asyncio.to_thread(runtime_of(request).release_store.materialize, release)
+    directory = await releases_of(request).materialize(release)
     files = await asyncio.to_thread(lambda: render(load_tree(directory), chosen))
     script = install_script(
         chosen,
@@ -139,8 +124,7 @@ async def propose(request: Request) -> Response:
     scenario = scenario_of(request)
     body = await json_object(request)
     runtime = runtime_of(request)
-    if runtime.recipe.surface != "harness":
-        raise NotFound(f"the recipe {runtime.recipe.name!r} does not evolve a harness")
+    runtime.require_harness()
     if not runtime.known_scenario(scenario):
         if not state_of(request).settings.reef.implicit_scenarios:
             raise NotFound(f"unknown scenario {scenario!r} (implicit creation is off; POST /reef/scenarios first)")
@@ -148,15 +132,10 @@ async def propose(request: Request) -> Response:
     against = body.get("release_id")
     if against is not None and not (isinstance(against, str) and re.fullmatch(RELEASE_ID_PATTERN, against)):
         raise BadRequest("must be a release id", field="release_id")
-    store = runtime.release_store
-    head = (
-        await asyncio.to_thread(store.get, scenario, against)
-        if against
-        else await asyncio.to_thread(store.head, scenario)
-    )
-    if head is not None and head.pending and held_scope(request.scope) < Scope.ADMIN:
+    head = await runtime.release(scenario, against)
+    if head.pending and held_scope(request.scope) < Scope.ADMIN:
         raise Forbidden(f"release {against} is pending review; proposing against it needs {scope_words(Scope.ADMIN)}")
-    directory = await asyncio.to_thread(store.materialize, head) if head is not None else None
+    directory = await runtime.materialize(head)
     settings = state_of(request).settings
     # An agent token may touch only the kinds the operator allows (text nodes by default); an admin any kind.
     kinds = settings.harness.agent_proposal_kinds if held_scope(request.scope) < Scope.ADMIN else None
@@ -164,7 +143,7 @@ async def propose(request: Request) -> Response:
     queue = ProposalQueue.for_settings(state_of(request).settings)
     proposal = await asyncio.to_thread(queue.append, scenario, mutations, reason, body.get("session"))
     runtime.notify(scenario)
-    content = {"proposal_id": proposal["proposal_id"], "scenario": scenario, "queued": True}
+    content: ProposalQueued = {"proposal_id": proposal["proposal_id"], "scenario": scenario, "queued": True}
     return JSONResponse(content, status_code=202)
 
 

@@ -308,7 +308,7 @@ async def _remember(state: ServiceState, record: Record, learner: bool = False) 
     The learner is not woken: only a report can complete a training unit, and reports wake it (it reads the
     inferences they cite then, or at its next poll), so a busy proxy does not keep it pulling record by record.
     """
-    await state.records.append_async([record])
+    await state.runtime.recording.remember_inference(record)
     state.metrics.count_records("inference")
     if learner:
         payload = record.payload or {}

@@ -3,37 +3,30 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from typing import Any
 
-import orjson
 from fastapi import APIRouter, Path, Query, Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
-from reef.core.errors import NotFound
 from reef.core.identifiers import RECORD_ID_PATTERN, RELEASE_ID_PATTERN
 from reef.core.records import RequestType
+from reef.core.releases import Release
 from reef.core.scenarios import validate_scenario_name
+from reef.core.views import ScenarioCreated
+from reef.service.answers import as_json
 from reef.service.deps import existing_scenario, live_scenario
 from reef.service.schemas import ReleaseChoice, ScenarioCreate
-from reef.service.state import runtime_of, state_of
-from reef.storage.base import RecordStore
+from reef.service.state import records_of, releases_of, scenarios_of, state_of, training_of
 
 router = APIRouter(tags=["scenarios"])
 
 # Sequences and steps are 64-bit integers in the store: a larger cursor is a 400, not an overflow.
 _MAX_SEQUENCE = 2**63 - 1
-# An export page: at most this many records, ending early once their bodies reach this many bytes.
-_EXPORT_PAGE_RECORDS = 500
-_EXPORT_PAGE_BYTES = 8 * 1024 * 1024
 
 
 @router.get("/reef/scenarios", summary="List scenarios")
 async def list_scenarios(request: Request) -> dict[str, Any]:
-    infos = state_of(request).records.scenarios()
-    return {
-        "scenarios": [{"name": i.name, "recipe": i.recipe, "created_at": i.created_at} for i in infos],
-    }
+    return {"scenarios": await records_of(request).scenario_views()}
 
 
 @router.post(
@@ -43,15 +36,20 @@ async def list_scenarios(request: Request) -> dict[str, Any]:
     responses={200: {"description": "The scenario already existed"}},
 )
 async def create_scenario(request: Request, body: ScenarioCreate) -> Response:
-    info, created = await runtime_of(request).ensure_scenario(body.name, body.release_id)
-    content = {"name": info.name, "recipe": info.recipe, "created_at": info.created_at, "created": created}
+    info, created = await scenarios_of(request).ensure_scenario(body.name, body.release_id)
+    content: ScenarioCreated = {
+        "name": info.name,
+        "recipe": info.recipe,
+        "created_at": info.created_at,
+        "created": created,
+    }
     return JSONResponse(content, status_code=201 if created else 200)
 
 
 @router.delete("/reef/scenarios/{scenario}", summary="Archive a scenario and its state")
 async def delete_scenario(request: Request, scenario: str) -> dict[str, Any]:
     existing_scenario(request, scenario)
-    await runtime_of(request).delete_scenario(scenario)
+    await scenarios_of(request).delete_scenario(scenario)
     return {"name": scenario, "archived": True}
 
 
@@ -65,15 +63,7 @@ async def page_records(
     release_id: str | None = Query(None, pattern=RELEASE_ID_PATTERN, description="only inferences this release served"),
 ) -> dict[str, Any]:
     existing_scenario(request, scenario)
-    # One more than asked says whether another record follows: the cursor is null exactly at the end.
-    found = state_of(request).records.page(
-        scenario, after_sequence, limit + 1, request_type=request_type, release_id=release_id
-    )
-    page = found[:limit]
-    return {
-        "records": [r.summary() for r in page],
-        "next_after_sequence": page[-1].sequence if len(found) > limit else None,
-    }
+    return as_json(await records_of(request).page(scenario, after_sequence, limit, request_type, release_id))
 
 
 @router.get(
@@ -90,35 +80,15 @@ async def export_records(request: Request, scenario: str) -> Response:
     `x-reef-export-records` how many lines follow, so a shorter file (cut off, or evicted during the export) shows.
     """
     existing_scenario(request, scenario)
-    store = state_of(request).records
-    counts = await asyncio.to_thread(store.counts, scenario)
+    records = records_of(request)
+    counts = await records.export_counts(scenario)
     headers = {
         "x-reef-export-records": str(counts.records - counts.evicted),
         "x-reef-export-evicted": str(counts.evicted),
         "x-reef-export-last-sequence": str(counts.last_sequence),
     }
-    lines = _envelope_lines(store, scenario, counts.last_sequence)
+    lines = records.envelope_lines(scenario, counts.last_sequence)
     return StreamingResponse(lines, media_type="application/x-ndjson", headers=headers)
-
-
-async def _envelope_lines(store: RecordStore, scenario: str, last_sequence: int) -> AsyncIterator[bytes]:
-    """One JSONL chunk per page of the store, through `last_sequence`; one page in memory at a time."""
-    cursor = 0
-    while cursor < last_sequence:
-        page = await asyncio.to_thread(
-            store.page, scenario, cursor, _EXPORT_PAGE_RECORDS, max_body_bytes=_EXPORT_PAGE_BYTES
-        )
-        if not page:
-            return
-        chunk = b"".join(
-            orjson.dumps({"agent_record_id": r.agent_record_id, "request_type": r.request_type, "payload": r.payload})
-            + b"\n"
-            for r in page
-            if r.payload is not None and r.sequence is not None and r.sequence <= last_sequence
-        )
-        if chunk:
-            yield chunk
-        cursor = page[-1].sequence or last_sequence
 
 
 @router.get("/reef/scenarios/{scenario}/records/{agent_record_id}", summary="One record with its payload")
@@ -126,14 +96,7 @@ async def get_record(
     request: Request, scenario: str, agent_record_id: str = Path(..., pattern=RECORD_ID_PATTERN)
 ) -> dict[str, Any]:
     existing_scenario(request, scenario)
-    store = state_of(request).records
-    record = store.get(scenario, agent_record_id)
-    if record is None:
-        raise NotFound(f"no record {agent_record_id!r} in scenario {scenario!r}")
-    found = {**record.summary(), "payload": record.payload}
-    if record.request_type == "inference":
-        found["cited_by"] = store.citing(scenario, agent_record_id)
-    return found
+    return as_json(await records_of(request).record(scenario, agent_record_id))
 
 
 @router.post(
@@ -141,42 +104,43 @@ async def get_record(
 )
 async def add_tasks(request: Request, scenario: str) -> Response:
     await live_scenario(state_of(request), validate_scenario_name(scenario, field="scenario"))
-    added = await runtime_of(request).add_tasks(scenario, await request.body())
+    added = await training_of(request).add_tasks(scenario, await request.body())
     return JSONResponse(added, status_code=201)
 
 
 @router.get("/reef/scenarios/{scenario}/tasks", summary="The gate tasks given through the API, and what the gate uses")
 async def list_tasks(request: Request, scenario: str) -> dict[str, Any]:
     existing_scenario(request, scenario)
-    return runtime_of(request).tasks(scenario)
+    return as_json(training_of(request).tasks(scenario))
 
 
 @router.delete("/reef/scenarios/{scenario}/tasks", summary="Forget the gate tasks given through the API")
 async def clear_tasks(request: Request, scenario: str) -> dict[str, Any]:
     existing_scenario(request, scenario)
-    return await runtime_of(request).clear_tasks(scenario)
+    return as_json(await training_of(request).clear_tasks(scenario))
 
 
 @router.get("/reef/scenarios/{scenario}/releases", summary="Releases, newest first")
 async def list_releases(request: Request, scenario: str) -> dict[str, Any]:
     existing_scenario(request, scenario)
-    return {"releases": runtime_of(request).releases(scenario)}
+    rows = await asyncio.to_thread(releases_of(request).releases, scenario)  # git: off the event loop
+    return {"releases": [row.to_json() for row in rows]}
 
 
-def _released(release: Any) -> Response:
+def _released(release: Release) -> Response:
     return JSONResponse(release.to_json(current=not release.pending), headers={"x-reef-release-id": release.release_id})
 
 
 @router.post("/reef/scenarios/{scenario}/rollback", summary="Serve an earlier release again, as a new release")
 async def rollback(request: Request, scenario: str, body: ReleaseChoice) -> Response:
     existing_scenario(request, scenario)
-    return _released(await runtime_of(request).rollback(scenario, body.release_id))
+    return _released(await releases_of(request).rollback(scenario, body.release_id))
 
 
 @router.post("/reef/scenarios/{scenario}/promote", summary="Serve a pending release, as a new release")
 async def promote(request: Request, scenario: str, body: ReleaseChoice) -> Response:
     existing_scenario(request, scenario)
-    return _released(await runtime_of(request).promote(scenario, body.release_id))
+    return _released(await releases_of(request).promote(scenario, body.release_id))
 
 
 @router.get("/reef/scenarios/{scenario}/commits", summary="The learner's step log")
@@ -190,4 +154,6 @@ async def commits(
     ),
 ) -> dict[str, Any]:
     existing_scenario(request, scenario)
-    return {"commits": runtime_of(request).commits(scenario, after_step, limit, record_id=record_id)}
+    # The commit log may be a database table: read it off the event loop.
+    found = await asyncio.to_thread(releases_of(request).commits, scenario, after_step, limit, record_id=record_id)
+    return {"commits": [commit.to_json() for commit in found]}

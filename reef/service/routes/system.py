@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -11,7 +12,7 @@ from starlette.responses import Response
 import reef
 from reef.service.middleware import held_scope
 from reef.service.scopes import Scope
-from reef.service.state import runtime_of, state_of
+from reef.service.state import state_of, training_of
 
 router = APIRouter(tags=["system"])
 
@@ -23,7 +24,7 @@ async def healthz() -> dict[str, Any]:
 
 @router.get("/reef/status", summary="Per-scenario learner state")
 async def status(request: Request) -> dict[str, Any]:
-    found = {"version": reef.__version__, **runtime_of(request).status()}
+    found = {"version": reef.__version__, **training_of(request).status()}
     if held_scope(request.scope) < Scope.ADMIN:
         for entry in found["scenarios"].values():
             _as_an_agent_sees(entry)
@@ -44,5 +45,5 @@ def _as_an_agent_sees(entry: dict[str, Any]) -> None:
 @router.get("/metrics", summary="Prometheus metrics", include_in_schema=False)
 async def metrics(request: Request) -> Response:
     state = state_of(request)
-    state.metrics.show_rollouts(state.runtime.rollout_views())
+    state.metrics.show_rollouts(await asyncio.to_thread(state.runtime.rollout_views))  # a database read
     return Response(generate_latest(state.metrics.registry), media_type=CONTENT_TYPE_LATEST)
