@@ -23,7 +23,7 @@ from reef.core.capabilities import Capability
 from reef.core.payloads import PolicySample
 from reef.core.records import Record
 from reef.learning.report_schema import report_schema
-from reef.recipes.reports import ReportJoiningProcessor, Rollout, score_of
+from reef.recipes.reports import CitedInference, ReportJoiningProcessor, score_of
 from reef.recipes.weights import ON_POLICY_NEEDS, PolicyGradientConfig, WeightsRecipe
 
 
@@ -44,7 +44,7 @@ class GRPOProcessor(ReportJoiningProcessor):
         self.group_size = group_size
         self._groups: dict[str, list[tuple[list[str], PolicySample, float]]] = {}
 
-    def join(self, report: Record, rollouts: list[Rollout]) -> None:
+    def join(self, report: Record, rollouts: list[CitedInference]) -> None:
         payload = report.payload or {}
         record_ids = [report.agent_record_id, *(r.record_id for r in rollouts)]
         score = score_of(report)

@@ -26,7 +26,7 @@ from pydantic import Field
 from reef.core.records import Record
 from reef.learning.report_schema import report_schema
 from reef.recipes.distillation import DistillationConfig, DistillationRecipe, Divergence, text_field
-from reef.recipes.reports import ReportJoiningProcessor, Rollout
+from reef.recipes.reports import CitedInference, ReportJoiningProcessor
 
 
 def multi_turn_sample(samples: list[dict[str, Any]]) -> dict[str, Any] | None:
@@ -65,10 +65,10 @@ class OPDProcessor(ReportJoiningProcessor):
         self.recipe = recipe
         self.multi_turn = recipe.recipe_config.accept_multi_turn
 
-    def join(self, report: Record, rollouts: list[Rollout]) -> None:
+    def join(self, report: Record, rollouts: list[CitedInference]) -> None:
         record_ids = [report.agent_record_id, *(r.record_id for r in rollouts)]
         cited = rollouts if self.multi_turn else rollouts[:1]
-        usable: list[tuple[Rollout, dict[str, Any]]] = [
+        usable: list[tuple[CitedInference, dict[str, Any]]] = [
             (r, dict(s)) for r, s in ((r, r.policy_sample()) for r in cited) if s is not None
         ]
         if not usable or len(usable) != len(cited):

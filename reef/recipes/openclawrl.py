@@ -39,7 +39,7 @@ from reef.judge.worker import JudgeWorker
 from reef.learning.base import Batch, FeedbackSource, Processor
 from reef.learning.report_schema import report_schema
 from reef.recipes.distillation import DistillationConfig, DistillationRecipe
-from reef.recipes.reports import Rollout
+from reef.recipes.reports import CitedInference
 
 MAX_HELD_TURNS = 20_000
 
@@ -76,7 +76,7 @@ class OpenClawRLProcessor(Processor):
         self.units_per_batch = units_per_batch
         self.sessions = Sessions(recipe.session_ttl_s)
         self.skipped: collections.Counter[str] = collections.Counter()
-        self._turns: collections.OrderedDict[str, Rollout] = collections.OrderedDict()
+        self._turns: collections.OrderedDict[str, CitedInference] = collections.OrderedDict()
         self._next: dict[str, NextState] = {}  # turn id -> its next state, until judged
         self._verdicts: dict[str, Record] = {}  # turn id -> the judge's verdict record
         self._reports: dict[str, list[Record]] = collections.defaultdict(list)  # turn id -> clients' reports
@@ -99,7 +99,7 @@ class OpenClawRLProcessor(Processor):
             self._turn(record, train=False)
 
     def _turn(self, record: Record, train: bool) -> None:
-        rollout = Rollout.from_record(record) if record.payload is not None else None
+        rollout = CitedInference.from_record(record) if record.payload is not None else None
         answer = answer_message(record) if rollout is not None else None
         if rollout is None or not rollout.messages or answer is None:
             if train:

@@ -1,6 +1,6 @@
 """Joining feedback reports with the inference records they cite: the shared part of the weight recipes' processors.
 
-Records arrive in sequence order. Inference records are remembered as `Rollout`s (their captured token ids,
+Records arrive in sequence order. Inference records are remembered as `CitedInference`s (their captured token ids,
 or their chat messages); a report whose cited records have all been seen is handed to the recipe's `join`,
 which turns it into a training `Unit` (or skips it, with a reason). A report citing a record not seen yet waits.
 State is derived only from the records ingested, so a fresh processor fed the unconsumed records after a
@@ -32,8 +32,8 @@ MAX_HELD_ROLLOUTS = 20_000
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class Rollout:
-    """What a processor keeps of one inference record."""
+class CitedInference:
+    """What a processor keeps of one inference record a report may cite (its prompt, answer and token capture)."""
 
     record_id: str
     prompt_ids: list[int] | None
@@ -47,7 +47,7 @@ class Rollout:
     precision: str | None = None  # the dtype of the matmuls that computed `logprobs` (local engine)
 
     @classmethod
-    def from_record(cls, record: Record) -> Rollout:
+    def from_record(cls, record: Record) -> CitedInference:
         payload = record.payload or {}
         training = payload.get("training") or {}
         request = payload.get("request") or {}
@@ -120,7 +120,7 @@ class ReportJoiningProcessor(Processor):
     def __init__(self, units_per_batch: int) -> None:
         self.units_per_batch = units_per_batch
         self.skipped: collections.Counter[str] = collections.Counter()
-        self._rollouts: collections.OrderedDict[str, Rollout] = collections.OrderedDict()
+        self._rollouts: collections.OrderedDict[str, CitedInference] = collections.OrderedDict()
         self._pending: dict[str, Record] = {}
         self._waiting_on: dict[str, set[str]] = collections.defaultdict(set)  # inference id -> report ids
         self._units: list[Unit] = []
@@ -132,10 +132,10 @@ class ReportJoiningProcessor(Processor):
         self._gate_rows: list[dict[str, Any]] = []
 
     @abc.abstractmethod
-    def join(self, report: Record, rollouts: list[Rollout]) -> None:
+    def join(self, report: Record, rollouts: list[CitedInference]) -> None:
         """Turn a report and its cited rollouts into units (`add_unit`) or drop it (`skip`)."""
 
-    def gate_task(self, report: Record, rollouts: list[Rollout]) -> dict[str, Any] | None:
+    def gate_task(self, report: Record, rollouts: list[CitedInference]) -> dict[str, Any] | None:
         """A held-out report as a gate task row, or None when it carries no known answer (then it is trained on)."""
         return None
 
@@ -154,7 +154,7 @@ class ReportJoiningProcessor(Processor):
     def ingest(self, record: Record) -> None:
         if record.request_type == "inference":
             if record.payload is not None:
-                self._rollouts[record.agent_record_id] = Rollout.from_record(record)
+                self._rollouts[record.agent_record_id] = CitedInference.from_record(record)
                 self._rollouts.move_to_end(record.agent_record_id)
                 while len(self._rollouts) > MAX_HELD_ROLLOUTS:
                     self._rollouts.popitem(last=False)

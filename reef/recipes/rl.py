@@ -29,7 +29,7 @@ from reef.core.capabilities import Capability
 from reef.core.errors import BadRequest
 from reef.core.records import Record
 from reef.learning.report_schema import report_schema
-from reef.recipes.reports import ReportJoiningProcessor, Rollout, score_of
+from reef.recipes.reports import CitedInference, ReportJoiningProcessor, score_of
 from reef.recipes.weights import ON_POLICY_NEEDS, PolicyGradientConfig, WeightsRecipe
 
 TRAINS_FROM = (
@@ -85,7 +85,7 @@ class RLProcessor(ReportJoiningProcessor):
             self.baselines[key] = self.new_baseline()
         return self.baselines[key]
 
-    def join(self, report: Record, rollouts: list[Rollout]) -> None:
+    def join(self, report: Record, rollouts: list[CitedInference]) -> None:
         record_ids = [report.agent_record_id, *(r.record_id for r in rollouts)]
         score = score_of(report)
         if score is None:
@@ -102,7 +102,7 @@ class RLProcessor(ReportJoiningProcessor):
         # Ranked rollouts need an engine that scores given tokens (the embedded one).
         return "scored reports that cite one captured rollout" if self.holds_rollouts else None
 
-    def gate_task(self, report: Record, rollouts: list[Rollout]) -> dict[str, Any] | None:
+    def gate_task(self, report: Record, rollouts: list[CitedInference]) -> dict[str, Any] | None:
         """A held-out scored rollout for the ranking gate (`reef.learning.evaluation.ranking`), compared within its
         `metadata[baseline_by]` group; None when the report cites anything but one captured rollout."""
         sample = rollouts[0].policy_sample() if len(rollouts) == 1 else None

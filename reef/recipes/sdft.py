@@ -28,7 +28,7 @@ from reef.core.errors import BadRequest
 from reef.core.records import Record
 from reef.learning.report_schema import report_schema
 from reef.recipes.distillation import DistillationConfig, DistillationRecipe, text_field
-from reef.recipes.reports import ReportJoiningProcessor, Rollout
+from reef.recipes.reports import CitedInference, ReportJoiningProcessor
 from reef.recipes.sft import HELD_OUT_MAX_TOKENS
 
 # A text field a distillation recipe reads: a non-empty string, or {"content": a non-empty string}.
@@ -64,7 +64,7 @@ class SDFTProcessor(ReportJoiningProcessor):
         super().__init__(units_per_batch)
         self.recipe = recipe
 
-    def join(self, report: Record, rollouts: list[Rollout]) -> None:
+    def join(self, report: Record, rollouts: list[CitedInference]) -> None:
         record_ids = [report.agent_record_id, *(r.record_id for r in rollouts)]
         context = context_of(report.payload or {})
         sample = rollouts[0].policy_sample() if rollouts else None
@@ -82,7 +82,7 @@ class SDFTProcessor(ReportJoiningProcessor):
     def held_out_rule(self) -> str | None:
         return "reports with a demonstration in metadata.demonstration that cite a chat request without tools"
 
-    def gate_task(self, report: Record, rollouts: list[Rollout]) -> dict[str, Any] | None:
+    def gate_task(self, report: Record, rollouts: list[CitedInference]) -> dict[str, Any] | None:
         """A held-out report with a `demonstration` (a known answer) on a chat prompt without tools, scored by `f1`."""
         demonstration = text_field(((report.payload or {}).get("metadata") or {}).get("demonstration"))
         if demonstration is None or not rollouts or not rollouts[0].messages or rollouts[0].tools:

@@ -35,7 +35,7 @@ from reef.core.payloads import PolicySample
 from reef.core.records import Record
 from reef.learning.report_schema import report_schema, with_grid_cell
 from reef.recipes.distillation import DistillationConfig, DistillationRecipe, Divergence, text_field
-from reef.recipes.reports import ReportJoiningProcessor, Rollout, score_of
+from reef.recipes.reports import CitedInference, ReportJoiningProcessor, score_of
 from reef.recipes.rl import require_score
 
 CELL_KEYS = ("step", "group", "rollout")
@@ -59,7 +59,7 @@ class Attempt:
     """One reported attempt of a grid."""
 
     record_ids: list[str]
-    rollout: Rollout
+    rollout: CitedInference
     sample: PolicySample
     score: float
     feedback: str | None
@@ -93,7 +93,7 @@ class SDPOProcessor(ReportJoiningProcessor):
         self._grids: dict[str, dict[tuple[str, int], Attempt]] = {}
         self._discarded: list[tuple[str, list[str]]] = []
 
-    def join(self, report: Record, rollouts: list[Rollout]) -> None:
+    def join(self, report: Record, rollouts: list[CitedInference]) -> None:
         payload = report.payload or {}
         record_ids = [report.agent_record_id, *(r.record_id for r in rollouts)]
         cell, score = cell_of(payload.get("metadata")), score_of(report)

@@ -23,7 +23,7 @@ from reef.core.errors import BadRequest
 from reef.core.records import Record
 from reef.learning.recipe_config import RecipeConfig
 from reef.learning.report_schema import report_schema
-from reef.recipes.reports import ReportJoiningProcessor, Rollout
+from reef.recipes.reports import CitedInference, ReportJoiningProcessor
 from reef.recipes.weights import WeightsRecipe
 
 
@@ -61,7 +61,7 @@ class SFTProcessor(ReportJoiningProcessor):
         super().__init__(units_per_batch)
         self.demonstration_from_feedback = demonstration_from_feedback
 
-    def join(self, report: Record, rollouts: list[Rollout]) -> None:
+    def join(self, report: Record, rollouts: list[CitedInference]) -> None:
         payload = report.payload or {}
         record_ids = [report.agent_record_id, *(r.record_id for r in rollouts)]
         demonstration = demonstration_of(payload, self.demonstration_from_feedback)
@@ -77,7 +77,7 @@ class SFTProcessor(ReportJoiningProcessor):
         field = "the feedback text" if self.demonstration_from_feedback else "metadata.demonstration"
         return f"reports with a demonstration in {field} on a chat prompt without tools, cited or in metadata.messages"
 
-    def gate_task(self, report: Record, rollouts: list[Rollout]) -> dict[str, Any] | None:
+    def gate_task(self, report: Record, rollouts: list[CitedInference]) -> dict[str, Any] | None:
         """The cited prompt (as chat messages, without tools) with the demonstration as the answer, scored by `f1`."""
         payload = report.payload or {}
         demonstration = demonstration_of(payload, self.demonstration_from_feedback)

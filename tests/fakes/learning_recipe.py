@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 from reef.core.errors import BadRequest
 from reef.core.records import Record
 from reef.learning.base import Batch, Candidate, GrowContext, Processor, Recipe, Surface
-from reef.recipes.reports import Rollout
+from reef.recipes.reports import CitedInference
 from reef.recipes.sft import SFTProcessor, demonstration_of
 from tests.fakes.dict_engine import ANSWERS_FILE, read_answers
 
@@ -91,7 +91,7 @@ class FileRecipe(DemoRecipe):
 class CitingDemoProcessor(SFTProcessor):
     """SFT's report joining and held-out split, with samples the fake backend understands."""
 
-    def join(self, report: Record, rollouts: list[Rollout]) -> None:
+    def join(self, report: Record, rollouts: list[CitedInference]) -> None:
         demonstration = demonstration_of(report.payload or {}, False)
         record_ids = [report.agent_record_id, *(r.record_id for r in rollouts)]
         prompt = rollouts[0].messages[-1]["content"] if rollouts and rollouts[0].messages else None
