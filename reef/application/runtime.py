@@ -33,6 +33,7 @@ from reef.learning.evaluation.tasks import GateTasks
 from reef.learning.gate import GateSources
 from reef.learning.growth import default_backend_factory
 from reef.learning.learner import Learner
+from reef.learning.report import parse_report
 from reef.releases.base import CommitLog, ReleaseStore
 from reef.storage.base import RecordStore, ScenarioInfo
 
@@ -71,8 +72,8 @@ class Runtime:
 
             recipe = load_recipe(settings.learning.recipe, settings)
         self.recipe: Recipe = recipe
-        check_rollout(settings, recipe.surface)
-        self.learns = recipe.processor() is not None
+        check_rollout(settings, recipe)
+        self.learns = recipe.surface.learns
         self.gate = GateSources(settings)
         self.evaluator = evaluator or default_evaluator(
             recipe,
@@ -80,7 +81,6 @@ class Runtime:
             settings,
             context_for=self.context_for,
             gate_for=self.gate_tasks,
-            harness_prompt=recipe.serving_prompt,
             release_dir=functools.partial(release_dir, releases),
         )
         self.serving = ServingContexts(recipe, releases, engine, prepends_prompt=not self.evaluator.runs_agent)
@@ -110,7 +110,6 @@ class Runtime:
             records,
             releases,
             self.serving,
-            surface=recipe.surface,
             leads=lambda name: name in self.scenarios.learners,
             learner_of=self.scenarios.learners.get,
             commit_lock=self.scenarios.commit_lock,
@@ -199,7 +198,7 @@ class Runtime:
     def validate_report(self, scenario: str, report: dict[str, Any]) -> None:
         """Check a report's fields the recipe reads; raises BadRequest naming a malformed one (a report lacking
         what the recipe trains from passes, and is skipped when batches are built)."""
-        self.recipe.validate_report(report)
+        parse_report(self.recipe, report)
 
     async def archive(self, scenario: str, limit: int) -> dict[str, Any]:
         """The search archive the serving release carries; NotFound when the recipe does not search."""

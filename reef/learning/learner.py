@@ -38,7 +38,6 @@ from reef.learning.activity import StepActivity, commit_summary
 from reef.learning.base import Batch, Evaluator, Processor, Recipe, Selector
 from reef.learning.budget import UpstreamBudget, usage_tokens
 from reef.learning.control import TrainingControl
-from reef.learning.evaluation.selectors import Always
 from reef.learning.evaluation.tasks import GateTasks
 from reef.learning.gate import GateSources, ScenarioGate
 from reef.learning.lineage import WorkingLineage
@@ -87,7 +86,7 @@ class Learner:
         self.engine = engine
         self.evaluator = evaluator
         self.selector = selector
-        self.gate = ScenarioGate(scenario, gate, evaluator.uses_gate_tasks, isinstance(selector, Always))
+        self.gate = ScenarioGate(scenario, gate, evaluator.uses_gate_tasks, not selector.needs_scores)
         self.lineage = WorkingLineage(scenario, releases)
         self._activity = StepActivity(scenario)
         self._steps = Steps(
@@ -121,7 +120,7 @@ class Learner:
         self._considered = 0
         self._control = TrainingControl(scenario, records, settings.learning.mode)
         # Feedback computed from traffic (openclawrl's judge): runs beside the loop, its verdicts become records.
-        self._feedback = recipe.feedback_source(scenario)
+        self._feedback = recipe.extensions().feedback_source(scenario)
         if self._feedback is not None and budget is not None and budget.max_tokens_per_hour:
             self._feedback.meter(lambda usage: budget.spend(scenario, usage_tokens(usage)))
         self._feedback_task: asyncio.Task[None] | None = None
@@ -186,13 +185,13 @@ class Learner:
             async with self._step_lock:
                 await self._pull()
                 assert self._processor is not None
-                if self._processor.ready() == 0 and self.recipe.takes_instructions and not text:
+                if self._processor.ready() == 0 and self.recipe.gate().takes_instructions and not text:
                     raise BadRequest(
                         f"scenario {self.scenario!r} has no ready units: a step of recipe {self.recipe.name} "
                         "needs an instruction to work from",
                         field="text",
                     )
-                if self._processor.ready() == 0 and not (text and self.recipe.takes_instructions):
+                if self._processor.ready() == 0 and not (text and self.recipe.gate().takes_instructions):
                     raise Conflict(
                         f"nothing to train on: scenario {self.scenario!r} has no ready units "
                         f"(recipe {self.recipe.name} needs reports to train on)"
@@ -227,7 +226,7 @@ class Learner:
                 blocker = self._blocker()
                 batch = None if blocker is not None else self._processor.build_batch(partial=True)
                 text = request.get("text")
-                if batch is None and blocker is None and text and self.recipe.takes_instructions:
+                if batch is None and blocker is None and text and self.recipe.gate().takes_instructions:
                     batch = Batch(f"batch_{uuid.uuid4().hex}", [], [])
                 self._steps.request = request
                 try:

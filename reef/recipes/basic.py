@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import ClassVar
 
-from reef.learning.base import Processor, Recipe, Surface
+from reef.learning.base import Batch, Candidate, GrowContext, Processor, Recipe
 from reef.learning.recipe_config import RecipeConfig
+from reef.learning.surface import NO_SURFACE, Surface
 
 
 class BasicConfig(RecipeConfig):
@@ -16,11 +18,14 @@ class BasicRecipe(Recipe):
     """Records only: no report schema beyond the core's, no processor, no candidates."""
 
     name: ClassVar[str] = "basic"
-    surface: ClassVar[Surface] = "none"
+    surface: ClassVar[Surface] = NO_SURFACE
     config_model: ClassVar[type[BasicConfig]] = BasicConfig
 
     def processor(self) -> Processor | None:
         return None
+
+    async def grow(self, batch: Batch, parent_dir: Path | None, ctx: GrowContext) -> Candidate:
+        raise RuntimeError("basic learns nothing: it has no learner to grow a candidate")
 
 
 RECIPE = BasicRecipe

@@ -24,7 +24,7 @@ from typing import Any, ClassVar
 from pydantic import Field
 
 from reef.core.records import Record
-from reef.learning.report_schema import report_schema
+from reef.learning.report import Report
 from reef.recipes.distillation import DistillationConfig, DistillationRecipe, Divergence, text_field
 from reef.recipes.reports import CitedInference, ReportJoiningProcessor
 
@@ -98,19 +98,19 @@ class OPDConfig(DistillationConfig):
     accept_multi_turn: bool = Field(False, description="train a conversation's turns as one multi-turn sample")
 
 
+class OPDReport(Report):
+    """opd trains from the captured rollout(s) a report cites (a score is stored, not used); any other well-formed
+    report is stored and skipped (no_references, no_training_capture, no_messages)."""
+
+
 class OPDRecipe(DistillationRecipe):
     """On-policy distillation from a frozen teacher, on the student's own rollouts."""
 
     name: ClassVar[str] = "opd"
     loss_name: ClassVar[str] = "opd"
     config_model: ClassVar[type[OPDConfig]] = OPDConfig
+    report_model: ClassVar[type[Report]] = OPDReport
     recipe_config: OPDConfig
-
-    def report_schema(self) -> dict[str, Any]:
-        return report_schema(
-            trains_from="opd trains from the captured rollout(s) a report cites (a score is stored, not used); any "
-            "other well-formed report is stored and skipped (no_references, no_training_capture, no_messages)"
-        )
 
     def processor(self) -> OPDProcessor:
         return OPDProcessor(self.settings.learning.batch_size, self)

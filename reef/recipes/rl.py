@@ -25,17 +25,12 @@ from typing import Any, ClassVar
 
 from pydantic import Field
 
-from reef.core.capabilities import Capability
 from reef.core.errors import BadRequest
 from reef.core.records import Record
-from reef.learning.report_schema import report_schema
+from reef.learning.report import Report
+from reef.learning.surface import Surface
 from reef.recipes.reports import CitedInference, ReportJoiningProcessor, score_of
-from reef.recipes.weights import ON_POLICY_NEEDS, PolicyGradientConfig, WeightsRecipe
-
-TRAINS_FROM = (
-    "rl trains from a score on the cited captured rollout(s); any other well-formed report is stored and skipped "
-    "(no_score, no_references, no_training_capture)"
-)
+from reef.recipes.weights import ON_POLICY_WEIGHTS, PolicyGradientConfig, WeightsRecipe
 
 
 def require_score(report: dict[str, Any]) -> None:
@@ -131,18 +126,21 @@ class RLConfig(PolicyGradientConfig):
     )
 
 
+class RLReport(Report):
+    """rl trains from a score on the cited captured rollout(s); any other well-formed report is stored and skipped
+    (no_score, no_references, no_training_capture)."""
+
+
 class RLRecipe(WeightsRecipe):
     """Single-rollout reinforcement learning from scored reports."""
 
-    needs: ClassVar[frozenset[Capability]] = ON_POLICY_NEEDS  # learns from its recorded rollouts
+    surface: ClassVar[Surface] = ON_POLICY_WEIGHTS  # learns from its recorded rollouts
 
     name: ClassVar[str] = "rl"
     loss_name: ClassVar[str] = "rl"
     config_model: ClassVar[type[RLConfig]] = RLConfig
+    report_model: ClassVar[type[Report]] = RLReport
     recipe_config: RLConfig
-
-    def report_schema(self) -> dict[str, Any]:
-        return report_schema(trains_from=TRAINS_FROM)
 
     def processor(self) -> RLProcessor:
         config = self.recipe_config

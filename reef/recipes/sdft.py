@@ -26,7 +26,8 @@ from pydantic import Field
 
 from reef.core.errors import BadRequest
 from reef.core.records import Record
-from reef.learning.report_schema import report_schema
+from reef.learning.base import Recipe
+from reef.learning.report import Report, narrowed
 from reef.recipes.distillation import DistillationConfig, DistillationRecipe, text_field
 from reef.recipes.reports import CitedInference, ReportJoiningProcessor
 from reef.recipes.sft import HELD_OUT_MAX_TOKENS
@@ -104,27 +105,30 @@ class SDFTConfig(DistillationConfig):
     )
 
 
+class SDFTReport(Report):
+    """sdft trains from metadata.teacher_context (or metadata.demonstration) on the cited captured chat rollout; any
+    other well-formed report is stored and skipped (no_context, no_references, no_training_capture, no_messages)."""
+
+    def check(self, recipe: Recipe) -> None:
+        check_text_fields(self.model_dump(exclude_none=True), "teacher_context", "demonstration")
+
+    @classmethod
+    def json_schema(cls, recipe: Recipe) -> dict[str, Any]:
+        metadata = {
+            "teacher_context": {**TEXT, "description": "what the teacher sees besides the prompt"},
+            "demonstration": {**TEXT, "description": "the answer the model should have given (or {content: …})"},
+        }
+        return narrowed(cls.model_json_schema(), metadata=metadata)
+
+
 class SDFTRecipe(DistillationRecipe):
     """Self-distillation fine-tuning on demonstrations (or hints) carried by reports."""
 
     name: ClassVar[str] = "sdft"
     loss_name: ClassVar[str] = "sdft"
     config_model: ClassVar[type[SDFTConfig]] = SDFTConfig
+    report_model: ClassVar[type[Report]] = SDFTReport
     recipe_config: SDFTConfig
-
-    def validate_report(self, report: dict[str, Any]) -> None:
-        check_text_fields(report, "teacher_context", "demonstration")
-
-    def report_schema(self) -> dict[str, Any]:
-        return report_schema(
-            metadata={
-                "teacher_context": {**TEXT, "description": "what the teacher sees besides the prompt"},
-                "demonstration": {**TEXT, "description": "the answer the model should have given (or {content: …})"},
-            },
-            trains_from="sdft trains from metadata.teacher_context (or metadata.demonstration) on the cited captured "
-            "chat rollout; any other well-formed report is stored and skipped (no_context, no_references, "
-            "no_training_capture, no_messages)",
-        )
 
     def processor(self) -> SDFTProcessor:
         return SDFTProcessor(self.settings.learning.batch_size, self)
