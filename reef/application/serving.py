@@ -154,7 +154,7 @@ class ServingContexts:
         path = self.release_store.materialize(release)
         surface = self.recipe.surface
         if surface.files:
-            prompt, turns = surface.prompt(path) if self.prepends_prompt else (None, ())
+            prompt, turns = surface.prompt(self.recipe, path) if self.prepends_prompt else (None, ())
             return RequestContext(scenario, release_id, system_prompt=prompt, example_turns=turns), release, is_tip
         # A release that is not the one loaded for the scenario is served like a candidate: from its files.
         candidate = path if surface.weights else None
@@ -169,7 +169,7 @@ class ServingContexts:
         """Serve `release` for `scenario`: its files loaded in the engine, its harness prompt kept in memory."""
         path = await asyncio.to_thread(self.release_store.materialize, release)
         if self.recipe.surface.files and self.prepends_prompt:
-            self._prompts[scenario] = await asyncio.to_thread(self.recipe.surface.prompt, path)
+            self._prompts[scenario] = await asyncio.to_thread(self.recipe.surface.prompt, self.recipe, path)
         await self.engine.activate(scenario, release, path)
         self._forget_missing(scenario)  # a pin that named no release may name this one
 

@@ -336,10 +336,11 @@ class Recipe(abc.ABC):
     def processor(self) -> Processor | None:
         """A fresh processor for one scenario; None for a recipe whose surface does not learn."""
 
-    @abc.abstractmethod
     async def grow(self, batch: Batch, parent_dir: Path | None, ctx: GrowContext) -> Candidate:
         """Grow a candidate from `batch` under `ctx.work_dir` (a harness tree, a discovery archive, or weights
-        through `ctx.train(job)`), continuing from the release in `parent_dir` (None: the base)."""
+        through `ctx.train(job)`), continuing from the release in `parent_dir` (None: the base). Every recipe that
+        learns implements it (a `WeightsRecipe` inherits it); one whose surface does not learn is never asked."""
+        raise NotImplementedError(f"recipe {self.name!r} grows no candidates")
 
     def gate(self) -> GatePolicy:
         """How this recipe's candidates are judged (the deployment's gate and `evaluation.policy` by default)."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from reef.core.capabilities import Capability
 from reef.core.settings import Settings
@@ -34,13 +35,13 @@ class Surface:
     learns: bool = True
     weights: bool = False
     files: bool = False
-    render: Callable[[Path], ServingPrompt] | None = None
+    render: Callable[[Any, Path], ServingPrompt] | None = None  # (the recipe, a release's directory)
     needs: frozenset[Capability] = frozenset()
 
-    def prompt(self, release_dir: Path) -> ServingPrompt:
-        """The system prompt and worked example turns a plain chat agent is served from `release_dir` (nothing
-        without `render`)."""
-        return self.render(release_dir) if self.render is not None else (None, ())
+    def prompt(self, recipe: Any, release_dir: Path) -> ServingPrompt:
+        """The system prompt and worked example turns a plain chat agent is served from `recipe`'s release in
+        `release_dir` (nothing without `render`)."""
+        return self.render(recipe, release_dir) if self.render is not None else (None, ())
 
     def canary_refusal(self, settings: Settings, recipe: str) -> str | None:
         """Why rollout mode `canary` cannot work for this surface under `settings`, or None."""

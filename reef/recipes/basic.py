@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import ClassVar
 
-from reef.learning.base import Batch, Candidate, GrowContext, Processor, Recipe
+from reef.learning.base import Processor, Recipe
 from reef.learning.recipe_config import RecipeConfig
 from reef.learning.surface import NO_SURFACE, Surface
 
@@ -23,9 +22,6 @@ class BasicRecipe(Recipe):
 
     def processor(self) -> Processor | None:
         return None
-
-    async def grow(self, batch: Batch, parent_dir: Path | None, ctx: GrowContext) -> Candidate:
-        raise RuntimeError("basic learns nothing: it has no learner to grow a candidate")
 
 
 RECIPE = BasicRecipe

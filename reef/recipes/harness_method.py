@@ -14,7 +14,7 @@ import json
 import logging
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, cast
 
 from pydantic import Field
 
@@ -77,7 +77,7 @@ class HarnessConfig(RecipeConfig):
     )
 
 
-def chat_prompt(release_dir: Path) -> ServingPrompt:
+def chat_prompt(recipe: Recipe, release_dir: Path) -> ServingPrompt:
     """What a plain chat agent is served from a harness release: its system prompt and worked examples."""
     chat = chat_harness_for(release_dir)
     return chat.system_prompt, chat.example_turns
@@ -92,14 +92,14 @@ class HarnessReport(Report):
     answer it names; a report that cites nothing and carries no feedback is stored and skipped (no_references)."""
 
     def check(self, recipe: Recipe) -> None:
-        strict = getattr(recipe.recipe_config, "strict_scores", False)
+        strict = cast(HarnessConfig, recipe.recipe_config).strict_scores
         if self.score is not None and strict and not 0.0 <= self.score <= 1.0:
             raise BadRequest("must be within [0, 1]", field="score")
 
     @classmethod
     def json_schema(cls, recipe: Recipe) -> dict[str, Any]:
         schema = cls.model_json_schema()
-        if getattr(recipe.recipe_config, "strict_scores", False):
+        if cast(HarnessConfig, recipe.recipe_config).strict_scores:
             score = schema["properties"]["score"]
             score["anyOf"][0].update(minimum=0.0, maximum=1.0)
         return schema

@@ -15,7 +15,7 @@ Sample: `{"prompt_ids" | "messages" (+ "tools"), "completion_text"}`; the traini
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 from pydantic import Field
 
@@ -147,7 +147,7 @@ class SFTReport(Report):
 
 
 def _from_feedback(recipe: Recipe) -> bool:
-    return bool(getattr(recipe.recipe_config, "demonstration_from_feedback", False))
+    return cast(SFTConfig, recipe.recipe_config).demonstration_from_feedback
 
 
 class SFTRecipe(WeightsRecipe):

@@ -12,6 +12,7 @@ from reef.core.errors import BadRequest
 from reef.core.records import Record
 from reef.core.settings import LearningSettings, Settings
 from reef.learning.recipes_registry import load_recipe
+from reef.learning.report import parse_report
 from reef.recipes.distillation import with_context
 from reef.recipes.opd import multi_turn_sample
 from reef.releases.git import open_release_store
@@ -74,12 +75,12 @@ def test_an_sdft_report_without_a_context_or_receipt_is_accepted_and_skipped_but
     recipe = load_recipe("sdft", settings("sdft"))
     for field, value in (("teacher_context", " "), ("teacher_context", 3), ("demonstration", {"text": "4"})):
         with pytest.raises(BadRequest) as error:
-            recipe.validate_report({"references": ["r1"], "metadata": {field: value}})
+            parse_report(recipe, {"references": ["r1"], "metadata": {field: value}})
         assert error.value.field == f"metadata.{field}"
     for body in ({"score": 1.0}, {"metadata": {"demonstration": "4"}}, {"references": ["r1"], "feedback": "good"}):
-        recipe.validate_report(body)
-    recipe.validate_report({"references": ["r1"], "metadata": {"demonstration": {"content": "4"}}})
-    assert "required" not in recipe.report_schema()
+        parse_report(recipe, body)
+    parse_report(recipe, {"references": ["r1"], "metadata": {"demonstration": {"content": "4"}}})
+    assert "required" not in recipe.report_model.json_schema(recipe)
     processor = recipe.processor()
     processor.ingest(inference("i1"))
     processor.ingest(report("f1", ["i1"], score=1.0))
@@ -116,15 +117,17 @@ def test_an_unknown_teacher_release_is_refused_naming_recipe_config_teacher(tmp_
     releases = open_release_store(str(tmp_path / "releases.git"), tmp_path / "work")
     recipe = load_recipe("opd", settings("opd", teacher="release:no-such-release"))
     with pytest.raises(BadRequest) as error:
-        recipe.check_teacher(releases, ["s"])
+        recipe.extensions().check_teacher(releases, ["s"])
     assert error.value.field == "recipe_config.teacher"
     with pytest.raises(BadRequest):
-        load_recipe("opd", settings("opd", teacher="scenario:nobody")).check_teacher(releases, ["s"])
+        load_recipe("opd", settings("opd", teacher="scenario:nobody")).extensions().check_teacher(releases, ["s"])
     (tmp_path / "content").mkdir()
     (tmp_path / "content" / "note.txt").write_text("base")
     release = releases.publish("s", tmp_path / "content", None, operation="creation", recipe="sft")
-    load_recipe("opd", settings("opd", teacher=f"release:{release.release_id}")).check_teacher(releases, ["s"])
-    load_recipe("opd", settings("opd", teacher="scenario:s")).check_teacher(releases, ["s"])
+    load_recipe("opd", settings("opd", teacher=f"release:{release.release_id}")).extensions().check_teacher(
+        releases, ["s"]
+    )
+    load_recipe("opd", settings("opd", teacher="scenario:s")).extensions().check_teacher(releases, ["s"])
 
 
 def test_the_turns_of_one_conversation_become_one_sample_that_trains_only_the_models_tokens():
@@ -149,7 +152,7 @@ def test_the_opd_processor_trains_the_first_receipt_or_with_multi_turn_the_whole
     (conversation,) = multi.build_batch().samples
     assert conversation["completion_ids"] == [4, 5, 6, 4, 5] and conversation["completion_mask"] == [1, 1, 0, 1, 1]
     plain = load_recipe("opd", settings("opd", teacher="self"))
-    plain.validate_report({"score": 1.0})  # cites nothing: stored, and skipped
+    parse_report(plain, {"score": 1.0})  # cites nothing: stored, and skipped
     processor = plain.processor()
     processor.ingest(report("f2", [], score=1.0))
     assert processor.skipped_counts() == {"no_references": 1}
@@ -168,7 +171,7 @@ def test_the_opd_processor_trains_the_first_receipt_or_with_multi_turn_the_whole
 def test_an_sdpo_report_claiming_a_grid_cell_without_its_whole_position_is_refused_naming_the_field(metadata, field):
     recipe = load_recipe("sdpo", settings("sdpo"))
     with pytest.raises(BadRequest) as error:
-        recipe.validate_report({"score": 1.0, "references": ["r"], "metadata": metadata})
+        parse_report(recipe, {"score": 1.0, "references": ["r"], "metadata": metadata})
     assert error.value.field == field
 
 
@@ -180,10 +183,10 @@ def test_an_sdpo_grid_cell_needs_its_score_and_receipt_and_a_report_claiming_no_
         ({"score": 1.0, "metadata": cell}, "references"),
     ):
         with pytest.raises(BadRequest) as error:
-            recipe.validate_report(body)
+            parse_report(recipe, body)
         assert error.value.field == field
     for body in ({"score": 1.0, "references": ["r"]}, {"feedback": "nice"}, {"metadata": {"demonstration": "4"}}):
-        recipe.validate_report(body)
+        parse_report(recipe, body)
     processor = recipe.processor()
     processor.ingest(inference("i1"))
     processor.ingest(report("f1", ["i1"], score=1.0))

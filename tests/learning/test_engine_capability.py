@@ -47,8 +47,8 @@ def test_recording_and_harness_recipes_run_behind_every_engine(recipe, backend):
 def test_on_policy_recipes_declare_that_they_need_token_capture(recipe):
     from reef.learning.recipes_registry import recipe_class
 
-    assert Capability.TOKEN_CAPTURE in recipe_class(recipe).needs
-    assert Capability.TOKEN_CAPTURE not in recipe_class("sft").needs
+    assert Capability.TOKEN_CAPTURE in recipe_class(recipe).surface.needs
+    assert Capability.TOKEN_CAPTURE not in recipe_class("sft").surface.needs
 
 
 @pytest.mark.parametrize("backend", ["upstream", "vllm", "sglang"])

@@ -3,6 +3,7 @@ paired task evaluator and `evaluation.policy`."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -37,7 +38,7 @@ def default_evaluator(
         engine,
         settings,
         context_for=context_for,
-        candidate_prompt=recipe.surface.prompt if recipe.surface.files else None,
+        candidate_prompt=functools.partial(recipe.surface.prompt, recipe) if recipe.surface.files else None,
         max_parallel_tasks=settings.evaluation.max_parallel_tasks,
         gate_for=gate_for,
     )
