@@ -36,7 +36,7 @@ class ShellScript(PlainTextResponse):
 def _harness_scenario(request: Request, scenario: str) -> None:
     """404 unless the recipe evolves a harness and `scenario` exists."""
     runtime = runtime_of(request)
-    if runtime.recipe.surface != "harness":
+    if not runtime.recipe.surface.files:
         raise NotFound(f"the recipe {runtime.recipe.name!r} does not evolve a harness")
     if not runtime.known_scenario(scenario):
         raise NotFound(f"unknown scenario {scenario!r}")
@@ -139,7 +139,7 @@ async def propose(request: Request) -> Response:
     scenario = scenario_of(request)
     body = await json_object(request)
     runtime = runtime_of(request)
-    if runtime.recipe.surface != "harness":
+    if not runtime.recipe.surface.files:
         raise NotFound(f"the recipe {runtime.recipe.name!r} does not evolve a harness")
     if not runtime.known_scenario(scenario):
         if not state_of(request).settings.reef.implicit_scenarios:
