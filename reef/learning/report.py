@@ -64,11 +64,27 @@ def parse_report(recipe: Recipe, payload: dict[str, Any]) -> Report:
         report = recipe.report_model.model_validate(payload)
     except ValidationError as exc:
         first = exc.errors()[0]
-        field = ".".join(str(part) for part in first["loc"] if not str(part).startswith(("function-", "str", "dict")))
         message = first["msg"].removeprefix("Value error, ")
-        raise BadRequest(message, field=field or None) from None
+        if first["type"] == "extra_forbidden":
+            message = "unknown field"
+        raise BadRequest(message, field=field_name(first["loc"]) or None) from None
     report.check(recipe)
     return report
+
+
+_UNION_TAGS = ("str", "int", "float", "bool", "list", "dict", "none", "function-")
+
+
+def field_name(loc: tuple[int | str, ...]) -> str:
+    """A validation error's location as the dotted field a client sent (`metadata.demonstration`,
+    `references[0]`), without pydantic's union-member tags (`str`, `dict[str,any]`, a model's class name)."""
+    name = ""
+    for part in loc:
+        if isinstance(part, int):
+            name += f"[{part}]"
+        elif not (part.startswith(_UNION_TAGS) or part[:1].isupper() or "[" in part):
+            name += f".{part}" if name else part
+    return name
 
 
 def narrowed(

@@ -23,10 +23,13 @@ import math
 import uuid
 from typing import Any
 
+from pydantic import ValidationError
+
 from reef.core.payloads import PolicySample
 from reef.core.records import Record
 from reef.learning.base import Batch, Processor
 from reef.learning.evaluation.holdout import is_held_out
+from reef.learning.report import Report
 
 MAX_HELD_ROLLOUTS = 20_000
 
@@ -113,9 +116,15 @@ class Unit:
 
 
 class ReportJoiningProcessor(Processor):
-    """Buffers units made by `join`; a batch takes `units_per_batch` of them plus the ids of skipped reports."""
+    """Buffers units made by `join`; a batch takes `units_per_batch` of them plus the ids of skipped reports.
+
+    A subclass implements `join` (and, for the held-out gate, `gate_task`); `parsed(report)` gives a report's body
+    as the recipe's `report_model` (validated when it was posted).
+    """
 
     units_per_batch: int
+    # The report type `parsed` returns (a processor built by its recipe sets the recipe's `report_model`).
+    report_model: type[Report] = Report
 
     def __init__(self, units_per_batch: int) -> None:
         self.units_per_batch = units_per_batch
@@ -136,8 +145,19 @@ class ReportJoiningProcessor(Processor):
         """Turn a report and its cited rollouts into units (`add_unit`) or drop it (`skip`)."""
 
     def gate_task(self, report: Record, rollouts: list[CitedInference]) -> dict[str, Any] | None:
-        """A held-out report as a gate task row, or None when it carries no known answer (then it is trained on)."""
+        """A held-out report as a gate task row (`{"id", "messages", "checker", "answer", "max_tokens"}`; checkers:
+        `exact`, `f1`, `ranking`, …), or None when it carries no known answer (then it is trained on). A processor
+        that returns rows gets the held-out gate: reports in the `evaluation.holdout_every` split are never trained on
+        and the gate scores candidate and serving release on them."""
         return None
+
+    def parsed(self, report: Record) -> Report:
+        """The report's body as `report_model` (an imported report that does not fit is read as a plain `Report`)."""
+        body = {key: value for key, value in (report.payload or {}).items() if key in Report.model_fields}
+        try:
+            return self.report_model.model_validate(body)
+        except ValidationError:
+            return Report.model_construct(**body)
 
     def hold_out(self, every: int, rollouts: bool = True) -> None:
         self._holdout_every = max(0, int(every))

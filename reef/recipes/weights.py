@@ -4,18 +4,25 @@
 from __future__ import annotations
 
 import asyncio
+import importlib
 from pathlib import Path
 from typing import Any, ClassVar
 
-from pydantic import Field
+from pydantic import BaseModel, Field
 
+from reef.core.errors import BadRequest
+from reef.core.learning_settings import TrainingSettings
+from reef.core.settings import Settings
 from reef.learning.base import Batch, Candidate, GrowContext, Recipe
 from reef.learning.growth import base_model_path, parent_adapter
 from reef.learning.recipe_config import RecipeConfig, config_dict
 from reef.learning.surface import ON_POLICY_WEIGHTS, WEIGHTS, Surface
 from reef.training.jobfile import TrainingJob
+from reef.training.loss_names import BUILTIN_LOSS_NAMES
 
-__all__ = ["ON_POLICY_WEIGHTS", "WEIGHTS", "PolicyGradientConfig", "WeightsRecipe"]
+__all__ = ["ON_POLICY_WEIGHTS", "WEIGHTS", "PolicyGradientConfig", "WeightsRecipe", "check_loss"]
+
+RECIPE_FIELD = "learning.recipe"
 
 
 class PolicyGradientConfig(RecipeConfig):
@@ -36,7 +43,12 @@ class WeightsRecipe(Recipe):
 
     surface: ClassVar[Surface] = WEIGHTS
     # The training job's loss: a built-in name (`sft`, `rl`, `grpo`, …) or `package.module:function`.
-    loss_name: ClassVar[str]
+    loss_name: ClassVar[str | None] = None
+
+    def __init__(self, settings: Settings) -> None:
+        super().__init__(settings)
+        check_loss(type(self))
+        check_no_training_keys(self.config_model)
 
     def config(self) -> dict[str, Any]:
         """The recipe's validated configuration (`config_model`, defaults filled in) as a plain dict."""
@@ -55,7 +67,7 @@ class WeightsRecipe(Recipe):
             base_model_path=base_model_path,
             parent_adapter_path=parent_adapter_path,
             samples=batch.samples,
-            loss=self.loss_name,
+            loss=self.loss_name or self.name,
             config=self.training_config(),
             output_dir=output_dir,
         )
@@ -65,3 +77,45 @@ class WeightsRecipe(Recipe):
         base = await asyncio.to_thread(base_model_path, ctx.settings)
         job = self.training_job(batch, base, parent_adapter(parent_dir), ctx.work_dir / "candidate")
         return await ctx.train(job)
+
+
+def check_loss(recipe: type[WeightsRecipe]) -> None:
+    """Refuse (BadRequest naming `learning.recipe`) a weights recipe whose `loss_name` is missing, not a built-in
+    loss, or a `package.module:function` that does not import."""
+    loss = recipe.loss_name
+    if loss is None:
+        raise BadRequest(
+            f"recipe {recipe.name!r} declares no loss_name (a built-in loss or 'package.module:function')",
+            field=RECIPE_FIELD,
+        )
+    if loss in BUILTIN_LOSS_NAMES:
+        return
+    module_name, _, function = loss.partition(":")
+    if not function:
+        raise BadRequest(
+            f"recipe {recipe.name!r}: unknown loss {loss!r}: use one of {sorted(BUILTIN_LOSS_NAMES)} or "
+            "'package.module:function'",
+            field=RECIPE_FIELD,
+        )
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as error:
+        raise BadRequest(
+            f"recipe {recipe.name!r}: loss {loss!r}: no module {module_name!r}", field=RECIPE_FIELD
+        ) from error
+    if not callable(vars(module).get(function)):
+        raise BadRequest(
+            f"recipe {recipe.name!r}: no function {function!r} in module {module_name!r}", field=RECIPE_FIELD
+        )
+
+
+def check_no_training_keys(model: type[BaseModel] | None) -> None:
+    """Refuse a recipe configuration key named like a `training.*` setting: the job would take it in place of the
+    deployment's setting."""
+    clashes = sorted(set(model.model_fields) & set(TrainingSettings.model_fields)) if model is not None else []
+    if clashes:
+        raise BadRequest(
+            f"recipe configuration keys {clashes} are training settings: set them as training.* (--training.*), "
+            "or rename them in the recipe's config_model",
+            field=RECIPE_FIELD,
+        )

@@ -65,7 +65,7 @@ class DemoReport(Report):
 
 class DemoRecipe(WeightsRecipe):
     name: ClassVar[str] = "demo"
-    loss_name = "fake"
+    loss_name = "sft"  # the fake training backend reads only the samples
     report_model: ClassVar[type[Report]] = DemoReport
 
     def processor(self) -> Processor | None:
