@@ -299,9 +299,9 @@ class OpenClawRLRecipe(DistillationRecipe):
 
     def extensions(self) -> Extensions:
         """A judge computes each turn's reward from its next state."""
-        return Extensions(check_teacher=self.check_teacher, feedback_source=self.feedback_source)
+        return Extensions(check_teacher=self.check_teacher, feedback_source=self.judge_source)
 
-    def feedback_source(self, scenario: str) -> FeedbackSource:
+    def judge_source(self, scenario: str) -> FeedbackSource:
         return JudgeWorker(
             scenario, open_judge(self.judge_settings), self.judge_settings, self.settings.learning.poll_interval_s
         )

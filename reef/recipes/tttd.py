@@ -82,7 +82,7 @@ class GridReport(Report):
 
     @classmethod
     def json_schema(cls, recipe: Recipe) -> dict[str, Any]:
-        return cast("TTTDRecipe", recipe).report_schema(cls.model_json_schema())
+        return cast("TTTDRecipe", recipe).grid_schema(cls.model_json_schema())
 
 
 class TTTDRecipe(WeightsRecipe, Search):
@@ -147,7 +147,7 @@ class TTTDRecipe(WeightsRecipe, Search):
             if not isinstance(solution, str) or not parses(solution, problem.solution_format):
                 raise BadRequest(f"is not a valid {problem.solution_format} solution", field="metadata.solution")
 
-    def report_schema(self, base: dict[str, Any]) -> dict[str, Any]:
+    def grid_schema(self, base: dict[str, Any]) -> dict[str, Any]:
         """`base` with this grid's cell bounds."""
         config = self.recipe_config
         cell = {
