@@ -27,7 +27,11 @@ Receipt = Annotated[str, Field(pattern=RECORD_ID_PATTERN)]
 class Report(BaseModel):
     """Any well-formed report."""
 
-    model_config = ConfigDict(extra="forbid", json_schema_extra={"title": "POST /reef/report"})
+    model_config = ConfigDict(
+        extra="forbid",
+        title="POST /reef/report",
+        json_schema_extra={"$schema": "https://json-schema.org/draft/2020-12/schema"},
+    )
 
     score: float | None = Field(None, description="finite; booleans are refused")
     feedback: str | dict[str, Any] | None = Field(None, description="free text or an object the recipe reads")
