@@ -1,4 +1,5 @@
-"""Contracts of the learning layer: Processor, Recipe, TrainingBackend, Evaluator, Selector.
+"""Contracts of the learning layer: Processor, Recipe (with its GatePolicy and Extensions), TrainingBackend,
+Evaluator, Selector, Search.
 
 Every hook the learner, the growth step, the gate and the runtime call is declared here, with its default: a recipe,
 evaluator or processor overrides what it needs and the pipeline never probes for undeclared attributes or types.
@@ -256,9 +257,7 @@ class GatePolicy:
     """
 
     evaluator: Callable[[Engine], Evaluator] | None = None
-    agent_evaluator: (
-        Callable[[Callable[..., Any], Callable[[str, str | None], Path | None]], Evaluator | None] | None
-    ) = None
+    agent_evaluator: Callable[[GateFor, ReleaseDir], Evaluator | None] | None = None
     selector: Selector | None = None
     takes_instructions: bool = False
     instruction_policy: str | None = None
