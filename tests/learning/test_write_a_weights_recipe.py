@@ -120,3 +120,12 @@ def test_what_a_recipe_author_can_get_wrong_stops_reef_serve_naming_it(recipe: s
     with pytest.raises(ConfigError) as refused:
         startup.check_startup(configured(recipe))
     assert named in str(refused.value) and "learning.recipe" in str(refused.value)
+
+
+def test_the_loss_names_startup_checks_are_the_losses_a_training_job_runs() -> None:
+    pytest.importorskip("torch")
+    from reef.training.distillation import DISTILLATION_LOSSES
+    from reef.training.loss_names import BUILTIN_LOSS_NAMES
+    from reef.training.losses import BUILTIN_LOSSES
+
+    assert set(BUILTIN_LOSSES) | DISTILLATION_LOSSES == BUILTIN_LOSS_NAMES
