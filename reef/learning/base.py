@@ -321,7 +321,8 @@ class Recipe(abc.ABC):
     surface: ClassVar[Surface]
     # The pydantic model `learning.recipe_config` must fit (`extra="forbid"`); None: it is taken as a plain dict.
     config_model: ClassVar[type[BaseModel] | None] = None
-    # The report this recipe takes: `POST /reef/report` bodies are validated by it and processors parse it.
+    # The report this recipe takes: `POST /reef/report` bodies are validated by it (`parse_report`), and the contract
+    # shows its JSON Schema; a processor reads a stored report as it (`ReportJoiningProcessor.parsed`).
     report_model: ClassVar[type[Report]] = Report
 
     def __init__(self, settings: Settings) -> None:
