@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
+from pathlib import Path
 
 import pytest
 
@@ -249,3 +250,33 @@ def test_sdpo_discards_a_grid_that_spans_two_releases_and_says_why():
         ["f-s2-a-0", "i-s2-a-0", "f-s2-a-1", "i-s2-a-1"]
     )
     assert processor.discarded() == []
+
+
+async def test_a_step_trains_with_the_teacher_release_resolved_to_its_directory(tmp_path):
+    from reef.core.settings import InferenceSettings
+    from reef.learning.base import Batch, GrowContext
+    from reef.storage import open_record_store
+    from tests.fakes.dict_engine import DictEngine
+    from tests.fakes.policy_backend import PolicyBackend
+
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    releases = open_release_store(str(tmp_path / "releases.git"), tmp_path / "work")
+    (tmp_path / "teacher").mkdir()
+    (tmp_path / "teacher" / "adapter_config.json").write_text("{}")
+    teacher = releases.publish("s", tmp_path / "teacher", None, operation="creation", recipe="sft")
+    config = settings("opd", teacher=f"release:{teacher.release_id}")
+    config = config.model_copy(update={"inference": InferenceSettings(backend="local", model_path=str(model))})
+    records = open_record_store("sqlite", directory=tmp_path / "records")
+    backend = PolicyBackend()
+    ctx = GrowContext(
+        "s", 1, tmp_path / "step", config, DictEngine(), records, None, lambda event: None, lambda: backend, releases
+    )
+
+    await load_recipe("opd", config).grow(Batch("b1", [{"prompt_ids": [1]}], ["r1"]), None, ctx)
+
+    [job] = backend.jobs
+    assert job.loss == "opd" and job.config["teacher"] == "release"
+    assert job.config["teacher_release_id"] == teacher.release_id
+    assert (Path(job.config["teacher_path"]) / "adapter_config.json").exists()
