@@ -17,7 +17,7 @@ _WHY: dict[Capability, str] = {
 def needed_capabilities(settings: Settings) -> frozenset[Capability]:
     """What the configured recipe, and the gate's scoring, need from the engine. The recipe is built from its
     configuration first, so a bad `learning.recipe_config` is refused (BadRequest naming its key) before this is."""
-    needs = set(load_recipe(settings.learning.recipe, settings).needs)
+    needs = set(load_recipe(settings.learning.recipe, settings).surface.needs)
     if settings.evaluation.scoring == "likelihood":
         needs.add(Capability.SCORE_GIVEN_TOKENS)
     return frozenset(needs)

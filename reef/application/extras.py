@@ -48,7 +48,7 @@ def required_extras(settings: Settings) -> list[tuple[str, Extra]]:
     if settings.inference.resolved_backend() == "local":
         key = "inference.model_path" if settings.inference.model_path else "inference.backend"
         needed.append((key, LOCAL))
-    if recipe_class(settings.learning.recipe).surface == "weights":
+    if recipe_class(settings.learning.recipe).surface.weights:
         needed.append((f"learning.recipe {settings.learning.recipe}", TRAIN))
     if settings.training.backend == "ray":
         needed.append(("training.backend ray", RAY))

@@ -26,6 +26,7 @@ from reef.core.errors import BadRequest, Conflict
 from reef.core.releases import Release
 from reef.core.settings import RolloutSettings, Settings
 from reef.inference.base import RequestContext
+from reef.learning.base import Recipe
 from reef.learning.learner import Learner
 from reef.learning.rollout import evidence
 from reef.learning.rollout.assignment import Arm, arm_of, assignment_key
@@ -38,34 +39,20 @@ log = logging.getLogger(__name__)
 
 RolloutMode = Literal["immediate", "canary"]
 _PAGE_RECORDS = 1000
-_CANARY_ENGINES = ("local", "vllm", "sglang")  # engines that serve any release of a scenario per request
 
 
-def check_rollout(settings: Settings, surface: str) -> None:
-    """Refuse `rollout.mode canary` where it cannot work (see `canary_refusal`): a ConfigError (exit 2) naming it."""
-    why = canary_refusal(settings, surface) if settings.rollout.mode == "canary" else None
+def check_rollout(settings: Settings, recipe: type[Recipe] | Recipe) -> None:
+    """Refuse `rollout.mode canary` where it cannot work (`canary_refusal`): a ConfigError (exit 2) naming it."""
+    why = canary_refusal(settings, recipe) if settings.rollout.mode == "canary" else None
     if why is not None:
         raise ConfigError(f"rollout.mode: canary is not available here: {why}")
 
 
-def canary_refusal(settings: Settings, surface: str) -> str | None:
+def canary_refusal(settings: Settings, recipe: type[Recipe] | Recipe) -> str | None:
     """Why rollout mode `canary` cannot work here, or None: a recipe that publishes no trained release, weights on
     an engine that serves one model whatever the release, a harness an agent pulls as files (Reef must choose
     the release per request)."""
-    why = None
-    if surface == "none":
-        why = f"recipe {settings.learning.recipe} publishes no trained releases to compare"
-    elif surface == "weights" and settings.inference.resolved_backend() not in _CANARY_ENGINES:
-        why = (
-            f"inference.backend {settings.inference.resolved_backend()} serves one model whatever the release; "
-            f"canary needs one that serves a release per request ({', '.join(_CANARY_ENGINES)})"
-        )
-    elif surface == "harness" and settings.harness.default_adapter != "chat":
-        why = (
-            f"harness adapter {settings.harness.default_adapter} is pulled by the agent as files, so Reef cannot "
-            "choose its release per request; canary needs the chat adapter"
-        )
-    return why
+    return recipe.surface.canary_refusal(settings, settings.learning.recipe)
 
 
 class Rollouts:
@@ -78,7 +65,6 @@ class Rollouts:
         releases: ReleaseStore,
         serving: ServingContexts,
         *,
-        surface: str,
         leads: Callable[[str], bool],
         learner_of: Callable[[str], Learner | None],
         commit_lock: Callable[[str], asyncio.Lock],
@@ -89,7 +75,6 @@ class Rollouts:
         self.records = records
         self.releases = releases
         self.serving = serving
-        self.surface = surface
         self._leads = leads
         self._learner_of = learner_of
         self._commit_lock = commit_lock
@@ -187,7 +172,7 @@ class Rollouts:
 
     async def set_mode(self, scenario: str, mode: str) -> None:
         """Store the scenario's rollout mode; BadRequest naming `rollout_mode` where canary cannot work."""
-        why = canary_refusal(self.settings, self.surface) if mode == "canary" else None
+        why = canary_refusal(self.settings, self.serving.recipe) if mode == "canary" else None
         if why is not None:
             raise BadRequest(f"canary is not available here: {why}", field="rollout_mode")
         await asyncio.to_thread(self.records.set_rollout_mode, scenario, mode)

@@ -45,6 +45,7 @@ from reef.learning.evaluation.tasks import GateTasks
 from reef.learning.gate import GateSources
 from reef.learning.growth import default_backend_factory
 from reef.learning.learner import Learner
+from reef.learning.report import parse_report
 from reef.learning.services import LearningServices
 from reef.releases.base import CommitLog, ReleaseStore
 from reef.storage.base import RecordStore, ScenarioInfo
@@ -84,8 +85,8 @@ class Runtime:
 
             recipe = load_recipe(settings.learning.recipe, settings)
         self.recipe: Recipe = recipe
-        check_rollout(settings, recipe.surface)
-        self.learns = recipe.processor() is not None
+        check_rollout(settings, recipe)
+        self.learns = recipe.surface.learns
         self.gate = GateSources(settings)
         self.evaluator = evaluator or default_evaluator(
             recipe,
@@ -93,7 +94,6 @@ class Runtime:
             settings,
             context_for=self.context_for,
             gate_for=self.gate_tasks,
-            harness_prompt=recipe.serving_prompt,
             release_dir=functools.partial(release_dir, releases),
         )
         self.serving = ServingContexts(recipe, releases, engine, prepends_prompt=not self.evaluator.runs_agent)
@@ -105,7 +105,6 @@ class Runtime:
             records,
             releases,
             self.serving,
-            surface=recipe.surface,
             leads=lambda name: name in self.scenarios.learners,
             learner_of=lambda name: self.scenarios.learners.get(name),
             commit_lock=lambda name: self.scenarios.commit_lock(name),
@@ -182,7 +181,7 @@ class Runtime:
 
     def require_harness(self, scenario: str | None = None) -> None:
         """NotFound unless the recipe evolves a harness (and, given one, `scenario` is live)."""
-        if self.recipe.surface != "harness":
+        if not self.recipe.surface.files:
             raise NotFound(f"the recipe {self.recipe.name!r} does not evolve a harness")
         if scenario is not None and not self.known_scenario(scenario):
             raise NotFound(f"unknown scenario {scenario!r}")
@@ -231,7 +230,7 @@ class Runtime:
     def validate_report(self, scenario: str, report: dict[str, Any]) -> None:
         """Check a report's fields the recipe reads; raises BadRequest naming a malformed one (a report lacking
         what the recipe trains from passes, and is skipped when batches are built)."""
-        self.recipe.validate_report(report)
+        parse_report(self.recipe, report)
 
     async def archive(self, scenario: str, limit: int) -> dict[str, Any]:
         """The search archive the serving release carries; NotFound when the recipe does not search."""

@@ -63,7 +63,9 @@ class Scenarios:
         """Serve each live scenario's head release, then start (and resume) its learner; the live scenarios."""
         scenarios = await asyncio.to_thread(self.records.scenarios)
         # A distillation teacher release must exist before anything trains on it.
-        await asyncio.to_thread(self.recipe.check_teacher, self.release_store, [info.name for info in scenarios])
+        await asyncio.to_thread(
+            self.recipe.extensions().check_teacher, self.release_store, [info.name for info in scenarios]
+        )
         for info in scenarios:
             await self._bring_up(info.name)
         self.replica.start()
@@ -186,7 +188,7 @@ class Scenarios:
     async def _publish_base(self, name: str) -> Release:
         directory = Path(tempfile.mkdtemp(prefix="reef-seed-"))
         try:
-            await asyncio.to_thread(self.recipe.seed, directory)
+            await asyncio.to_thread(self.recipe.extensions().seed, directory)
             try:
                 return await asyncio.to_thread(
                     self.release_store.publish, name, directory, None, operation="creation", recipe=self.recipe.name

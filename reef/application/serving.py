@@ -15,7 +15,8 @@ from pathlib import Path
 from reef.core.errors import NotFound
 from reef.core.releases import Release
 from reef.inference.base import Engine, RequestContext
-from reef.learning.base import Recipe, ServingPrompt
+from reef.learning.base import Recipe
+from reef.learning.surface import ServingPrompt
 from reef.releases.base import ReleaseStore
 
 _MAX_PINNED_CONTEXTS = 4096
@@ -151,11 +152,12 @@ class ServingContexts:
                 raise
             release, is_tip = tip, True
         path = self.release_store.materialize(release)
-        if self.recipe.surface == "harness":
-            prompt, turns = self.recipe.serving_prompt(path) if self.prepends_prompt else (None, ())
+        surface = self.recipe.surface
+        if surface.files:
+            prompt, turns = surface.prompt(self.recipe, path) if self.prepends_prompt else (None, ())
             return RequestContext(scenario, release_id, system_prompt=prompt, example_turns=turns), release, is_tip
         # A release that is not the one loaded for the scenario is served like a candidate: from its files.
-        candidate = path if self.recipe.surface == "weights" else None
+        candidate = path if surface.weights else None
         return RequestContext(scenario, release_id, candidate_path=candidate), release, is_tip
 
     def _tip(self, scenario: str, release_id: str) -> Release | None:
@@ -166,8 +168,8 @@ class ServingContexts:
     async def activate(self, scenario: str, release: Release) -> None:
         """Serve `release` for `scenario`: its files loaded in the engine, its harness prompt kept in memory."""
         path = await asyncio.to_thread(self.release_store.materialize, release)
-        if self.recipe.surface == "harness" and self.prepends_prompt:
-            self._prompts[scenario] = await asyncio.to_thread(self.recipe.serving_prompt, path)
+        if self.recipe.surface.files and self.prepends_prompt:
+            self._prompts[scenario] = await asyncio.to_thread(self.recipe.surface.prompt, self.recipe, path)
         await self.engine.activate(scenario, release, path)
         self._forget_missing(scenario)  # a pin that named no release may name this one
 

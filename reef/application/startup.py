@@ -50,7 +50,7 @@ def check_engine_capability(settings: Settings) -> None:
         capability.check_engine_capability(settings)
     except BadRequest as exc:
         raise _refusal(exc) from None
-    check_rollout(settings, recipe_class(settings.learning.recipe).surface)
+    check_rollout(settings, recipe_class(settings.learning.recipe))
 
 
 def check_sandbox_and_auth(settings: Settings) -> None:

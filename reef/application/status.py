@@ -28,7 +28,7 @@ def deployment_status(
     return {
         "replica_id": replica.replica_id,
         "recipe": recipe.name,
-        "surface": recipe.surface,
+        "surface": recipe.surface.name,
         "learning": {
             "mode": settings.learning.mode,
             "enabled": learns,

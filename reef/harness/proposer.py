@@ -9,6 +9,7 @@ has a deterministic fallback.
 from __future__ import annotations
 
 import abc
+import functools
 import json
 import re
 from collections.abc import Callable
@@ -20,7 +21,6 @@ from reef.core.errors import UpstreamError
 from reef.core.scenarios import Dialect
 from reef.core.settings import Settings
 from reef.inference.base import Engine, RequestContext
-from reef.learning.budget import MeteredEngine, usage_tokens
 
 Messages = list[dict[str, str]]
 
@@ -119,10 +119,8 @@ def open_proposer(settings: Settings, engine: Engine, scenario: str) -> Proposer
     model = harness.proposer_model or settings.inference.served_model_name or settings.inference.upstream_model
     if harness.proposer_url:
         key = harness.proposer_api_key.get_secret_value() if harness.proposer_api_key else None
-        on_usage = None
-        if isinstance(engine, MeteredEngine):  # the learner runs under an upstream budget
-            budget = engine.budget
-            on_usage = lambda usage: budget.spend(scenario, usage_tokens(usage))  # noqa: E731
+        # Under an upstream budget the learner's engine counts what the proposer endpoint spends.
+        on_usage = functools.partial(engine.spend, scenario)
         return HttpProposer(
             harness.proposer_url, harness.proposer_api, model or "default", key, harness.episode_timeout_s, on_usage
         )

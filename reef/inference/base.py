@@ -148,3 +148,7 @@ class Engine(abc.ABC):
     @abc.abstractmethod
     async def aclose(self) -> None:
         """Release connections / threads."""
+
+    def spend(self, scenario: str, usage: Any) -> None:  # noqa: B027 - only a metered engine counts
+        """Count an answer's `usage` that a caller got from elsewhere on this engine's behalf (a proposer endpoint)
+        against `scenario`'s upstream budget; nothing by default (an engine without a budget)."""

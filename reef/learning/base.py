@@ -1,34 +1,34 @@
-"""Contracts of the learning layer: Processor, Recipe, TrainingBackend, Evaluator, Selector.
+"""Contracts of the learning layer: Processor, Recipe (with its GatePolicy and Extensions), TrainingBackend,
+Evaluator, Selector, Search.
 
 Every hook the learner, the growth step, the gate and the runtime call is declared here, with its default: a recipe,
-evaluator or processor overrides what it needs and the pipeline never probes for undeclared attributes.
+evaluator or processor overrides what it needs and the pipeline never probes for undeclared attributes or types.
 """
 
 from __future__ import annotations
 
 import abc
+import asyncio
 import collections
 import dataclasses
 import math
 import statistics
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar
 
 from pydantic import BaseModel
 
-from reef.core.capabilities import Capability
 from reef.core.records import Record
 from reef.core.releases import Release
 from reef.core.settings import Settings
 from reef.inference.base import Engine
 from reef.learning.recipe_config import parse_recipe_config
+from reef.learning.report import Report
+from reef.learning.surface import Surface
 from reef.releases.base import CommitLog, ReleaseStore
 from reef.storage.base import RecordStore
 from reef.training.jobfile import TrainingJob, TrainingResult
-
-Surface = Literal["weights", "harness", "none"]
-ServingPrompt = tuple[str | None, tuple[tuple[str, str], ...]]  # (system prompt, worked example turns)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -42,6 +42,8 @@ class Batch:
 
 
 Progress = Callable[[dict[str, Any]], None]
+GateFor = Callable[..., Any]  # a scenario's gate tasks, as the agent gate reads them
+ReleaseDir = Callable[[str, str | None], Path | None]  # (scenario, release id) -> the release's directory
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,7 +52,8 @@ class GrowContext:
 
     `work_dir` is an empty directory owned by this step (deleted after it); write the candidate inside it.
     `progress(event)` reports per-step events (e.g. `{"step": 3, "loss": 1.2}`) to the log and `/reef/status`.
-    `backend_factory()` opens the deployment's training backend, for a recipe whose own `grow` trains weights.
+    `backend_factory()` opens the deployment's training backend; `train(job)` runs a job on it (None: this context
+    trains nothing, as in a test of a harness recipe).
     `releases` lets a recipe read other releases (a distillation teacher); None where a caller has no store.
     `commits` is the scenario's step log (a harness method reads its rejection ledger); None where there is none.
     """
@@ -67,13 +70,24 @@ class GrowContext:
     releases: ReleaseStore | None = None
     commits: CommitLog | None = None
 
+    async def train(self, job: TrainingJob) -> Candidate:
+        """Run `job` on the deployment's training backend in a worker thread (the event loop keeps serving while
+        the model trains): the trained adapter as the candidate, with the job's metrics."""
+        if self.backend_factory is None:
+            raise RuntimeError("this growth context has no training backend")
+        backend = self.backend_factory()
+        result = await asyncio.to_thread(backend.run, job, self.progress)
+        return Candidate(Path(result.adapter_path), dict(result.metrics))
+
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Candidate:
-    """A grown candidate: the directory to publish and the metrics of its growth."""
+    """A grown candidate: the directory to publish, the metrics of its growth, and the parts of it that wait for a
+    person (`review`, e.g. the executable harness nodes it adds): a candidate with any is published pending review."""
 
     path: Path
     metrics: dict[str, Any]
+    review: tuple[str, ...] = ()
 
 
 class Processor(abc.ABC):
@@ -197,6 +211,9 @@ class Evaluator(abc.ABC):
 class Selector(abc.ABC):
     """Decides whether a candidate replaces the serving release."""
 
+    # Whether it judges on scores (False: it accepts every candidate, so a step needs no gate tasks).
+    needs_scores: ClassVar[bool] = True
+
     @abc.abstractmethod
     def accept(self, candidate: Sequence[float], current: Sequence[float]) -> tuple[bool, str]:
         """(accepted, human-readable reason)."""
@@ -228,24 +245,85 @@ def paired_mean_and_error(candidate: Sequence[float], current: Sequence[float]) 
     return mean, statistics.stdev(differences, mean) / math.sqrt(len(differences))
 
 
+@dataclasses.dataclass(frozen=True)
+class GatePolicy:
+    """How a recipe's candidates are judged, where not by the deployment's gate (paired tasks, `evaluation.policy`).
+
+    `evaluator(engine)`: the recipe's own gate (a discovery recipe's, which judges nothing); `agent_evaluator(gate_for,
+    release_dir)`: a gate that runs the scenario's agent on candidate and serving trees, or None for the chat gate;
+    `selector`: the recipe's own selection policy; `takes_instructions`: a requested step with an operator's
+    instruction (POST /reef/train text) may run on no ready units; `instruction_policy`: the selection policy of
+    such a step (None: the scenario's own).
+    """
+
+    evaluator: Callable[[Engine], Evaluator] | None = None
+    agent_evaluator: Callable[[GateFor, ReleaseDir], Evaluator | None] | None = None
+    selector: Selector | None = None
+    takes_instructions: bool = False
+    instruction_policy: str | None = None
+
+
+class Search(abc.ABC):
+    """A recipe whose releases carry a search archive (`tttd`): what `GET /reef/scenarios/{s}/archive*` read."""
+
+    @abc.abstractmethod
+    def archive_view(self, release_dir: Path, limit: int) -> dict[str, Any]:
+        """The problem, the last step and the top `limit` entries of the archive in `release_dir`."""
+
+    @abc.abstractmethod
+    def next_step(self, release_dir: Path, groups: int) -> dict[str, Any]:
+        """The next step's `groups` parents, each with its ready-made prompt."""
+
+
+def _write_nothing(directory: Path) -> None:
+    """A new scenario's base release holds no files."""
+
+
+def _no_feedback_source(scenario: str) -> FeedbackSource | None:
+    """Feedback comes as reports."""
+    return None
+
+
+def _no_teacher(releases: ReleaseStore, scenarios: Iterable[str]) -> None:
+    """Nothing to check once the stores are open."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Extensions:
+    """What only some recipes add, each with a default that does nothing.
+
+    `seed(directory)` writes the content of a new scenario's base release; `feedback_source(scenario)` computes a
+    scenario's feedback from its traffic (a judge; None: feedback comes as reports); `check_teacher(releases,
+    scenarios)` refuses (BadRequest naming the `recipe_config` key) a configuration that names a release or scenario
+    that does not exist, once the stores are open; `search` serves a search archive (None: the recipe keeps none).
+    """
+
+    seed: Callable[[Path], None] = _write_nothing
+    feedback_source: Callable[[str], FeedbackSource | None] = _no_feedback_source
+    check_teacher: Callable[[ReleaseStore, Iterable[str]], None] = _no_teacher
+    search: Search | None = None
+
+
 class Recipe(abc.ABC):
-    """How a scenario learns: surface, report schema, processor, growth, and evaluation policy.
+    """How a scenario learns: how its releases serve, what a report holds, how reports become batches and batches
+    a candidate, and how candidates are judged.
+
+    An author meets eight members. Four are required: `name`, `surface` (how a release serves: a
+    `reef.learning.surface.Surface`), `processor()` and `grow()` (`WeightsRecipe` supplies `grow`: it trains
+    `loss_name` on the deployment's training backend). Four have defaults: `config_model` (the typed
+    `learning.recipe_config`), `report_model` (the typed report, schema and validation in one), `gate()` (a
+    `GatePolicy`) and `extensions()` (`Extensions`). `settings` and `recipe_config` are given to every instance.
 
     Chosen in YAML (`learning.recipe`) by name (`reef.recipes.<name>`) or `package.module:Class`.
     """
 
     name: ClassVar[str]
     surface: ClassVar[Surface]
-    # Whether a requested step with an instruction (POST /reef/train text) can run on no ready units.
-    takes_instructions: ClassVar[bool] = False
-    # The selection policy of a step that carries an instruction (None: the scenario's own policy).
-    instruction_policy: ClassVar[str | None] = None
     # The pydantic model `learning.recipe_config` must fit (`extra="forbid"`); None: it is taken as a plain dict.
     config_model: ClassVar[type[BaseModel] | None] = None
-    # The training job's loss (a built-in name or `package.module:function`); None: the recipe's name.
-    loss_name: ClassVar[str | None] = None
-    # What this recipe needs from the serving engine; `reef serve` refuses an engine that cannot supply it.
-    needs: ClassVar[frozenset[Capability]] = frozenset()
+    # The report this recipe takes: `POST /reef/report` bodies are validated by it (`parse_report`), and the contract
+    # shows its JSON Schema; a processor reads a stored report as it (`ReportJoiningProcessor.parsed`).
+    report_model: ClassVar[type[Report]] = Report
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
@@ -254,76 +332,20 @@ class Recipe(abc.ABC):
             self.config_model, settings.learning.recipe_config
         )
 
-    def validate_report(self, report: dict[str, Any]) -> None:  # noqa: B027 - optional hook
-        """Raise BadRequest naming the field if a field this recipe reads is malformed (a demonstration that is not
-        text, a grid cell that is not whole). A report that merely lacks what the recipe trains from is well-formed:
-        it is stored, and the processor skips it, counting the reason (`skipped_counts`)."""
-
-    def report_schema(self) -> dict[str, Any]:
-        """The JSON Schema of a report this recipe takes (as `validate_report` checks it), with what it trains from
-        as its `description`."""
-        from reef.learning.report_schema import REPORT_SCHEMA
-
-        return REPORT_SCHEMA
-
-    def serving_prompt(self, release_dir: Path) -> ServingPrompt:
-        """What a plain chat agent is served from a release of this recipe: its system prompt and worked examples
-        as earlier turns (nothing by default; harness recipes render their tree)."""
-        return None, ()
-
-    def seed(self, directory: Path) -> None:  # noqa: B027 - optional hook
-        """Write the content of a new scenario's base release into `directory` (nothing by default)."""
-
     @abc.abstractmethod
     def processor(self) -> Processor | None:
-        """A fresh processor for one scenario; None for recipes that do not learn."""
+        """A fresh processor for one scenario; None for a recipe whose surface does not learn."""
 
-    def feedback_source(self, scenario: str) -> FeedbackSource | None:
-        """What computes this scenario's feedback from its traffic (a judge); None: feedback comes as reports."""
-        return None
+    async def grow(self, batch: Batch, parent_dir: Path | None, ctx: GrowContext) -> Candidate:
+        """Grow a candidate from `batch` under `ctx.work_dir` (a harness tree, a discovery archive, or weights
+        through `ctx.train(job)`), continuing from the release in `parent_dir` (None: the base). Every recipe that
+        learns implements it (a `WeightsRecipe` inherits it); one whose surface does not learn is never asked."""
+        raise NotImplementedError(f"recipe {self.name!r} grows no candidates")
 
-    async def grow(self, batch: Batch, parent_dir: Path | None, ctx: GrowContext) -> Candidate | None:
-        """Grow a candidate itself (a harness tree, a discovery archive) under `ctx.work_dir`; None (the default):
-        the step runs `training_job` on the deployment's training backend instead."""
-        return None
+    def gate(self) -> GatePolicy:
+        """How this recipe's candidates are judged (the deployment's gate and `evaluation.policy` by default)."""
+        return GatePolicy()
 
-    def training_config(self) -> dict[str, Any]:
-        """`TrainingJob.config` of a step on the training backend (empty by default)."""
-        return {}
-
-    def training_job(
-        self, batch: Batch, base_model_path: Path, parent_adapter_path: Path | None, output_dir: Path
-    ) -> TrainingJob:
-        """The job that grows a candidate from `batch`, continuing from the serving release's adapter if any."""
-        return TrainingJob(
-            base_model_path=base_model_path,
-            parent_adapter_path=parent_adapter_path,
-            samples=batch.samples,
-            loss=self.loss_name or self.name,
-            config=self.training_config(),
-            output_dir=output_dir,
-        )
-
-    def prepare_job(self, job: TrainingJob, ctx: GrowContext) -> TrainingJob:
-        """`job` completed with inputs only a step can resolve (a teacher release's directory); runs in a worker
-        thread; the job as is by default."""
-        return job
-
-    def evaluator(self, engine: Engine) -> Evaluator | None:
-        """The recipe's own gate (a discovery recipe's none); None: the deployment's."""
-        return None
-
-    def agent_evaluator(
-        self, gate_for: Callable[..., Any], release_dir: Callable[[str, str | None], Path | None]
-    ) -> Evaluator | None:
-        """A gate that runs the scenario's agent on candidate and serving trees (a harness recipe whose adapter has an
-        agent Reef can run); None: the chat gate."""
-        return None
-
-    def selector(self) -> Selector | None:
-        """The recipe's own selection policy; None: `evaluation.policy`."""
-        return None
-
-    def check_teacher(self, releases: ReleaseStore, scenarios: Iterable[str]) -> None:  # noqa: B027 - optional hook
-        """Refuse (BadRequest naming the `recipe_config` key) a configuration that names a release or scenario that
-        does not exist, once the stores are open; nothing by default."""
+    def extensions(self) -> Extensions:
+        """What this recipe adds beyond learning from reports (nothing by default)."""
+        return Extensions()

@@ -110,6 +110,9 @@ class MeteredEngine(Engine):
     async def stream(self, dialect: Dialect, body: dict[str, Any], ctx: RequestContext) -> CompletionStream:
         return await self.engine.stream(dialect, body, ctx)  # the learner never streams
 
+    def spend(self, scenario: str, usage: Any) -> None:
+        self.budget.spend(scenario, usage_tokens(usage))
+
     async def count_tokens(self, body: dict[str, Any], ctx: RequestContext) -> dict[str, Any]:
         return await self.engine.count_tokens(body, ctx)
 

@@ -1,44 +1,31 @@
-"""Growing a candidate from a batch: the recipe's own `grow`, or the default path through a training backend.
+"""Growing a candidate from a batch: the recipe's `grow`, and what a weights recipe's `grow` needs to build its job.
 
-A recipe whose `grow` returns None is a weights recipe: `recipe.training_job(...)` (completed by
-`recipe.prepare_job(job, ctx)`) runs on `settings.training.backend` in a worker thread, so the event loop keeps
-serving while the model trains.
+A weights recipe builds a `TrainingJob` and runs it with `GrowContext.train(job)`, which runs it on
+`settings.training.backend` in a worker thread, so the event loop keeps serving while the model trains.
 """
 
 from __future__ import annotations
 
-import asyncio
-import logging
 from collections.abc import Callable
 from pathlib import Path
 
 from reef.core.settings import Settings
 from reef.learning.base import Batch, Candidate, GrowContext, Progress, Recipe, TrainingBackend
 
-__all__ = ["Candidate", "GrowContext", "Progress", "base_model_path", "default_backend_factory", "grow"]
+__all__ = [
+    "Candidate",
+    "GrowContext",
+    "Progress",
+    "base_model_path",
+    "default_backend_factory",
+    "grow",
+    "parent_adapter",
+]
 
-log = logging.getLogger(__name__)
 
-
-async def grow(
-    recipe: Recipe,
-    batch: Batch,
-    parent_dir: Path | None,
-    ctx: GrowContext,
-    backend_factory: Callable[[], TrainingBackend],
-) -> Candidate:
-    """Grow a candidate with the recipe's own `grow`, or else with the training backend."""
-    grown = await recipe.grow(batch, parent_dir, ctx)
-    if grown is not None:
-        return grown
-    backend = backend_factory()
-    base_path = await asyncio.to_thread(base_model_path, ctx.settings)
-    parent_adapter = parent_dir if parent_dir is not None and _holds_adapter(parent_dir) else None
-    job = recipe.training_job(batch, base_path, parent_adapter, ctx.work_dir / "candidate")
-    # A recipe that must resolve more inputs (a teacher release) does it here, off the event loop.
-    job = await asyncio.to_thread(recipe.prepare_job, job, ctx)
-    result = await asyncio.to_thread(backend.run, job, ctx.progress)
-    return Candidate(Path(result.adapter_path), dict(result.metrics))
+async def grow(recipe: Recipe, batch: Batch, parent_dir: Path | None, ctx: GrowContext) -> Candidate:
+    """Grow a candidate with the recipe's `grow`."""
+    return await recipe.grow(batch, parent_dir, ctx)
 
 
 def base_model_path(settings: Settings) -> Path:
@@ -49,6 +36,14 @@ def base_model_path(settings: Settings) -> Path:
     from reef.inference.local.model_files import resolve_model_path
 
     return resolve_model_path(model_path, settings.inference.model_cache_dir)
+
+
+def parent_adapter(parent_dir: Path | None) -> Path | None:
+    """`parent_dir` when it holds an adapter to continue training from, else None (train from the base model)."""
+    if parent_dir is None:
+        return None
+    holds = (parent_dir / "adapter_config.json").exists() or (parent_dir / "adapter_model.safetensors").exists()
+    return parent_dir if holds else None
 
 
 def default_backend_factory(settings: Settings) -> Callable[[], TrainingBackend]:
@@ -63,7 +58,3 @@ def default_backend_factory(settings: Settings) -> Callable[[], TrainingBackend]
         return opened[0]
 
     return factory
-
-
-def _holds_adapter(directory: Path) -> bool:
-    return (directory / "adapter_config.json").exists() or (directory / "adapter_model.safetensors").exists()

@@ -37,7 +37,6 @@ from reef.learning.activity import StepActivity, commit_summary
 from reef.learning.base import Batch, Processor
 from reef.learning.budget import usage_tokens
 from reef.learning.control import TrainingControl
-from reef.learning.evaluation.selectors import Always
 from reef.learning.evaluation.tasks import GateTasks
 from reef.learning.gate import ScenarioGate
 from reef.learning.lineage import WorkingLineage
@@ -73,7 +72,7 @@ class Learner:
         self.engine = services.engine
         self.evaluator = evaluator = services.evaluator
         self.selector = selector = services.selector
-        self.gate = ScenarioGate(scenario, services.gate, evaluator.uses_gate_tasks, isinstance(selector, Always))
+        self.gate = ScenarioGate(scenario, services.gate, evaluator.uses_gate_tasks, not selector.needs_scores)
         self.lineage = WorkingLineage(scenario, services.releases)
         self._activity = StepActivity(scenario)
         self._steps = Steps(
@@ -96,7 +95,7 @@ class Learner:
         self._considered = 0
         self._control = TrainingControl(scenario, records, settings.learning.mode)
         # Feedback computed from traffic (openclawrl's judge): runs beside the loop, its verdicts become records.
-        self._feedback = recipe.feedback_source(scenario)
+        self._feedback = recipe.extensions().feedback_source(scenario)
         budget = services.budget
         if self._feedback is not None and budget.max_tokens_per_hour:
             self._feedback.meter(lambda usage: budget.spend(scenario, usage_tokens(usage)))
@@ -162,13 +161,13 @@ class Learner:
             async with self._step_lock:
                 await self._pull()
                 assert self._processor is not None
-                if self._processor.ready() == 0 and self.recipe.takes_instructions and not text:
+                if self._processor.ready() == 0 and self.recipe.gate().takes_instructions and not text:
                     raise BadRequest(
                         f"scenario {self.scenario!r} has no ready units: a step of recipe {self.recipe.name} "
                         "needs an instruction to work from",
                         field="text",
                     )
-                if self._processor.ready() == 0 and not (text and self.recipe.takes_instructions):
+                if self._processor.ready() == 0 and not (text and self.recipe.gate().takes_instructions):
                     raise Conflict(
                         f"nothing to train on: scenario {self.scenario!r} has no ready units "
                         f"(recipe {self.recipe.name} needs reports to train on)"
@@ -210,7 +209,7 @@ class Learner:
                 blocker = self._blocker()
                 batch = None if blocker is not None else self._processor.build_batch(partial=True)
                 text = request.get("text")
-                if batch is None and blocker is None and text and self.recipe.takes_instructions:
+                if batch is None and blocker is None and text and self.recipe.gate().takes_instructions:
                     batch = Batch(f"batch_{uuid.uuid4().hex}", [], [])
                 self._steps.request = request
                 try:

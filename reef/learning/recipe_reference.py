@@ -30,7 +30,7 @@ def recipe_config_reference() -> str:
     sections = [HEADER]
     for name, recipe in builtin_recipes().items():
         summary = (recipe.__doc__ or "").strip().splitlines()[0] if recipe.__doc__ else ""
-        sections.append(f"## `{name}`\n\n{summary} Surface: `{recipe.surface}`.\n")
+        sections.append(f"## `{name}`\n\n{summary} Surface: `{recipe.surface.name}`.\n")
         model = recipe.config_model
         properties = model.model_json_schema().get("properties", {}) if model is not None else {}
         if not properties:

@@ -9,9 +9,13 @@ import importlib
 import pkgutil
 import re
 
+from pydantic import PydanticUserError
+
 from reef.core.errors import BadRequest
 from reef.core.settings import Settings
 from reef.learning.base import Recipe
+from reef.learning.report import Report
+from reef.learning.surface import Surface
 
 _BUILTIN_NAME = re.compile(r"[a-z_][a-z0-9_-]*")
 
@@ -37,10 +41,44 @@ def recipe_class(name_or_dotted: str) -> type[Recipe]:
         if error.name is not None and module_name.startswith(error.name):
             raise BadRequest(f"no recipe module {module_name!r}", field="learning.recipe")
         raise
-    found = getattr(module, attribute, None)
+    found = vars(module).get(attribute)
+    if found is None:
+        raise BadRequest(f"no class {attribute!r} in module {module_name!r}", field="learning.recipe")
     if not (isinstance(found, type) and issubclass(found, Recipe)):
-        raise BadRequest(f"{name_or_dotted!r} is not a Recipe class", field="learning.recipe")
+        raise BadRequest(
+            f"{name_or_dotted!r} is not a Recipe class (subclass reef.learning.base.Recipe, or WeightsRecipe)",
+            field="learning.recipe",
+        )
+    check_declarations(found)
     return found
+
+
+def check_declarations(recipe: type[Recipe]) -> None:
+    """Refuse (BadRequest naming `learning.recipe`) a recipe class that declares no `name` or `surface`, or whose
+    `report_model` is not a `Report` model with a JSON Schema, before anything is built from it."""
+    declared = {"name": str, "surface": Surface}
+    for member, kind in declared.items():
+        if not isinstance(vars_of(recipe).get(member), kind):
+            raise BadRequest(f"recipe class {recipe.__qualname__} declares no {member}", field="learning.recipe")
+    model = recipe.report_model
+    if not (isinstance(model, type) and issubclass(model, Report)):
+        raise BadRequest(
+            f"recipe {recipe.name!r}: report_model must subclass reef.learning.report.Report", field="learning.recipe"
+        )
+    try:
+        model.model_json_schema()
+    except PydanticUserError as error:  # a field type pydantic cannot describe, an unresolved annotation
+        raise BadRequest(
+            f"recipe {recipe.name!r}: report_model {model.__name__} is malformed: {error}", field="learning.recipe"
+        ) from None
+
+
+def vars_of(recipe: type[Recipe]) -> dict[str, object]:
+    """The class members `recipe` and its bases declare (the nearest wins)."""
+    members: dict[str, object] = {}
+    for cls in reversed(recipe.__mro__):
+        members.update(vars(cls))
+    return members
 
 
 def builtin_recipes() -> dict[str, type[Recipe]]:

@@ -106,7 +106,7 @@ class Settlement:
         judgement: Judgement,
     ) -> Commit:
         # A candidate that adds code or commands to an agent's harness waits for a person, whatever the mode.
-        review = self.review or bool(judgement.metrics.get("needs_review"))
+        review = self.review or bool(candidate.review)
         # Rollout mode `canary`: the release is stored unserved and earns its traffic in a rollout.
         canary = not review and self.rollouts is not None and self.rollouts.canary(self.scenario)
         head = parents.head

@@ -157,7 +157,7 @@ class Steps:
             commits=self.commits,
         )
         with tracing.span("reef.learner.train", recipe=self.recipe.name, trained_from=release_id_of(trained_from)):
-            candidate = await grow(self.recipe, batch, parent_dir, ctx, self._backend_factory)
+            candidate = await grow(self.recipe, batch, parent_dir, ctx)
         self.activity.job["state"] = "evaluating"
         with tracing.span("reef.learner.evaluate") as evaluated:
             # only a policy that always accepts gets past the gate with no tasks
@@ -175,7 +175,7 @@ class Steps:
 
     def _selector_for(self, batch: Batch) -> Selector:
         """The recipe's `instruction_policy` for a step that carries an operator's instruction, else the scenario's."""
-        policy = self.recipe.instruction_policy
+        policy = self.recipe.gate().instruction_policy
         if batch.instruction and policy is not None:
             return load_selector(policy, self.settings)
         return self.selector

@@ -50,7 +50,6 @@ class Ace(HarnessRecipe):
     name = "ace"
     config_model: ClassVar[type[AceConfig]] = AceConfig
     recipe_config: AceConfig
-    surface = "harness"
 
     async def step(self, given: StepInput) -> StepOutput:
         bullets = [node for node in given.tree.of_kind("memory") if TAG in node.config.get("tags", [])]

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from reef.learning.base import Processor, Recipe, Surface
+from reef.learning.base import Processor, Recipe
 from reef.learning.recipe_config import RecipeConfig
+from reef.learning.surface import NO_SURFACE, Surface
 
 
 class BasicConfig(RecipeConfig):
@@ -16,7 +17,7 @@ class BasicRecipe(Recipe):
     """Records only: no report schema beyond the core's, no processor, no candidates."""
 
     name: ClassVar[str] = "basic"
-    surface: ClassVar[Surface] = "none"
+    surface: ClassVar[Surface] = NO_SURFACE
     config_model: ClassVar[type[BasicConfig]] = BasicConfig
 
     def processor(self) -> Processor | None:

@@ -11,11 +11,13 @@ in a tool result. The training job appends the student's completion ids verbatim
 
 `recipe_config.teacher` (see `reef.training.teacher_spec`) is checked when the recipe is configured: a
 model directory whose tokenizer is not the student's is refused naming `recipe_config.teacher`; a release or
-scenario that does not exist is refused when the server starts (`check_teacher`) and again at each step.
+scenario that does not exist is refused when the server starts (`Extensions.check_teacher`) and again at each
+step.
 """
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import dataclasses
 from collections.abc import Iterable
@@ -24,13 +26,13 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field, field_validator
 
-from reef.core.capabilities import Capability
 from reef.core.errors import BadRequest, NotFound
 from reef.core.settings import Settings
-from reef.learning.base import TrainingJob
-from reef.learning.growth import GrowContext, base_model_path
+from reef.learning.base import Batch, Candidate, Extensions, TrainingJob
+from reef.learning.growth import GrowContext, base_model_path, parent_adapter
 from reef.learning.recipe_config import RecipeConfig
-from reef.recipes.weights import ON_POLICY_NEEDS, WeightsRecipe
+from reef.learning.surface import Surface
+from reef.recipes.weights import ON_POLICY_WEIGHTS, WeightsRecipe
 from reef.releases.base import ReleaseStore
 from reef.training.teacher_spec import FIELD, TeacherSpec, parse_teacher, same_tokenizer
 
@@ -111,7 +113,7 @@ class DistillationConfig(RecipeConfig):
 class DistillationRecipe(WeightsRecipe):
     """A weights recipe trained by a teacher pass; subclasses add their processor and report schema."""
 
-    needs: ClassVar[frozenset[Capability]] = ON_POLICY_NEEDS  # learns from its recorded rollouts
+    surface: ClassVar[Surface] = ON_POLICY_WEIGHTS  # learns from its recorded rollouts
     recipe_config: DistillationConfig
 
     def __init__(self, settings: Settings) -> None:
@@ -133,11 +135,20 @@ class DistillationRecipe(WeightsRecipe):
         config = self.recipe_config
         return with_context(messages, self.context_block(context), config.context_as, config.context_turns)
 
+    def extensions(self) -> Extensions:
+        return Extensions(check_teacher=self.check_teacher)
+
+    async def grow(self, batch: Batch, parent_dir: Path | None, ctx: GrowContext) -> Candidate:
+        """Train `batch` with the teacher resolved (a release teacher's directory is read off the event loop)."""
+        base = await asyncio.to_thread(base_model_path, ctx.settings)
+        job = self.training_job(batch, base, parent_adapter(parent_dir), ctx.work_dir / "candidate")
+        return await ctx.train(await asyncio.to_thread(self.with_teacher, job, ctx))
+
     def check_teacher(self, releases: ReleaseStore, scenarios: Iterable[str]) -> None:
         """Refuse (BadRequest naming `recipe_config.teacher`) a teacher release or scenario that does not exist."""
         self._teacher_release(releases, list(scenarios))
 
-    def prepare_job(self, job: TrainingJob, ctx: GrowContext) -> TrainingJob:
+    def with_teacher(self, job: TrainingJob, ctx: GrowContext) -> TrainingJob:
         """The job with the teacher named by kind (`self`, `ema`) or resolved to a directory (`teacher_path`)."""
         config = {**job.config, "teacher": self.teacher.kind}
         if self.teacher.kind == "path":

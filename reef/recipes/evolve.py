@@ -47,7 +47,6 @@ class Evolve(HarnessRecipe):
     name = "evolve"
     config_model: ClassVar[type[EvolveConfig]] = EvolveConfig
     recipe_config: EvolveConfig
-    surface = "harness"
 
     async def step(self, given: StepInput) -> StepOutput:
         state = {"steps": int(given.state.get("steps", 0)) + 1}

@@ -90,7 +90,6 @@ class Gepa(HarnessRecipe):
     name = "gepa"
     config_model: ClassVar[type[GepaConfig]] = GepaConfig
     recipe_config: GepaConfig
-    surface = "harness"
 
     async def step(self, given: StepInput) -> StepOutput:
         state: dict[str, Any] = {

@@ -15,16 +15,16 @@ Every well-formed report is accepted; one that cannot join a group is stored and
 from __future__ import annotations
 
 import statistics
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from pydantic import Field
 
-from reef.core.capabilities import Capability
 from reef.core.payloads import PolicySample
 from reef.core.records import Record
-from reef.learning.report_schema import report_schema
-from reef.recipes.reports import ReportJoiningProcessor, Rollout, score_of
-from reef.recipes.weights import ON_POLICY_NEEDS, PolicyGradientConfig, WeightsRecipe
+from reef.learning.report import Report
+from reef.learning.surface import Surface
+from reef.recipes.reports import CitedInference, ReportJoiningProcessor, score_of
+from reef.recipes.weights import ON_POLICY_WEIGHTS, PolicyGradientConfig, WeightsRecipe
 
 
 def group_advantages(scores: list[float], eps: float = 1e-6) -> list[float] | None:
@@ -44,7 +44,7 @@ class GRPOProcessor(ReportJoiningProcessor):
         self.group_size = group_size
         self._groups: dict[str, list[tuple[list[str], PolicySample, float]]] = {}
 
-    def join(self, report: Record, rollouts: list[Rollout]) -> None:
+    def join(self, report: Record, rollouts: list[CitedInference]) -> None:
         payload = report.payload or {}
         record_ids = [report.agent_record_id, *(r.record_id for r in rollouts)]
         score = score_of(report)
@@ -83,23 +83,22 @@ class GRPOConfig(PolicyGradientConfig):
     group_size: int = Field(4, ge=1, description="rollouts per group; advantages are normalized within a group")
 
 
+class GRPOReport(Report):
+    """grpo trains from scored reports on captured rollouts, in groups (metadata.group or the cited inference's group
+    tag); any other well-formed report is stored and skipped (no_score, no_references, no_training_capture,
+    no_group)."""
+
+
 class GRPORecipe(WeightsRecipe):
     """Group-relative policy optimization over rollouts reported in groups."""
 
-    needs: ClassVar[frozenset[Capability]] = ON_POLICY_NEEDS  # learns from its recorded rollouts
+    surface: ClassVar[Surface] = ON_POLICY_WEIGHTS  # learns from its recorded rollouts
 
     name: ClassVar[str] = "grpo"
     loss_name: ClassVar[str] = "grpo"
     config_model: ClassVar[type[GRPOConfig]] = GRPOConfig
+    report_model: ClassVar[type[Report]] = GRPOReport
     recipe_config: GRPOConfig
-
-    def report_schema(self) -> dict[str, Any]:
-        # The group may come from the cited inference's `x-reef-tag-group` instead of `metadata.group`.
-        return report_schema(
-            trains_from="grpo trains from scored reports on captured rollouts, in groups (metadata.group or the "
-            "cited inference's group tag); any other well-formed report is stored and skipped (no_score, "
-            "no_references, no_training_capture, no_group)"
-        )
 
     def processor(self) -> GRPOProcessor:
         group_size = self.recipe_config.group_size

@@ -14,7 +14,7 @@ import json
 import logging
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, cast
 
 from pydantic import Field
 
@@ -29,9 +29,10 @@ from reef.harness.proposer import Proposer, open_proposer
 from reef.harness.render import write_tree
 from reef.harness.traces import TraceProcessor, is_failure, question_of
 from reef.harness.tree import HarnessTree, Node, load_tree
-from reef.learning.base import Batch, Candidate, Evaluator, GrowContext, Processor, Recipe, ServingPrompt
+from reef.learning.base import Batch, Candidate, Evaluator, Extensions, GatePolicy, GrowContext, Processor, Recipe
 from reef.learning.recipe_config import RecipeConfig
-from reef.learning.report_schema import report_schema
+from reef.learning.report import Report
+from reef.learning.surface import HARNESS, ServingPrompt, Surface
 
 log = logging.getLogger(__name__)
 
@@ -76,14 +77,41 @@ class HarnessConfig(RecipeConfig):
     )
 
 
+def chat_prompt(recipe: Recipe, release_dir: Path) -> ServingPrompt:
+    """What a plain chat agent is served from a harness release: its system prompt and worked examples."""
+    chat = chat_harness_for(release_dir)
+    return chat.system_prompt, chat.example_turns
+
+
+# A release is a harness tree: pulled by an agent, or rendered into a chat's system prompt and worked examples.
+HARNESS_TREE = dataclasses.replace(HARNESS, render=chat_prompt)
+
+
+class HarnessReport(Report):
+    """Harness methods learn from traces: the inferences a report cites, with its score, feedback and any correct
+    answer it names; a report that cites nothing and carries no feedback is stored and skipped (no_references)."""
+
+    def check(self, recipe: Recipe) -> None:
+        strict = cast(HarnessConfig, recipe.recipe_config).strict_scores
+        if self.score is not None and strict and not 0.0 <= self.score <= 1.0:
+            raise BadRequest("must be within [0, 1]", field="score")
+
+    @classmethod
+    def json_schema(cls, recipe: Recipe) -> dict[str, Any]:
+        schema = cls.model_json_schema()
+        if cast(HarnessConfig, recipe.recipe_config).strict_scores:
+            score = schema["properties"]["score"]
+            score["anyOf"][0].update(minimum=0.0, maximum=1.0)
+        return schema
+
+
 class HarnessRecipe(Recipe):
     """Base of the harness methods (surface `harness`); subclasses implement `step`."""
 
-    surface = "harness"
+    surface: ClassVar[Surface] = HARNESS_TREE
     config_model: ClassVar[type[HarnessConfig]] = HarnessConfig
+    report_model: ClassVar[type[Report]] = HarnessReport
     recipe_config: HarnessConfig
-    takes_instructions = True  # a directed step needs no traces: the operator's text is what it works from
-    instruction_policy = "floor"
 
     def __init__(self, settings: Any) -> None:
         super().__init__(settings)
@@ -100,9 +128,13 @@ class HarnessRecipe(Recipe):
     def seed(self, directory: Path) -> None:
         write_tree(self.seed_tree(), directory)
 
-    def serving_prompt(self, release_dir: Path) -> ServingPrompt:
-        chat = chat_harness_for(release_dir)
-        return chat.system_prompt, chat.example_turns
+    def gate(self) -> GatePolicy:
+        """The agent gate where the adapter's agent can run; a directed step (an operator's instruction) needs no
+        traces and is judged by `floor` (it only guards against a change that breaks the scenario)."""
+        return GatePolicy(agent_evaluator=self.agent_evaluator, takes_instructions=True, instruction_policy="floor")
+
+    def extensions(self) -> Extensions:
+        return Extensions(seed=self.seed)
 
     def seed_tree(self) -> HarnessTree:
         """The base tree: `recipe_config.seed_rules` (or a concise-answer rule) as one rules node."""
@@ -110,19 +142,6 @@ class HarnessRecipe(Recipe):
 
     def processor(self) -> Processor:
         return TraceProcessor(self.settings.learning.batch_size)
-
-    def report_schema(self) -> dict[str, Any]:
-        return report_schema(
-            score={"minimum": 0.0, "maximum": 1.0} if self.recipe_config.strict_scores else None,
-            trains_from=f"{self.name} learns from traces: the inferences a report cites, with its score, feedback and "
-            "any correct answer it names; a report that cites nothing and carries no feedback is stored and skipped "
-            "(no_references)",
-        )
-
-    def validate_report(self, report: dict[str, Any]) -> None:
-        score = report.get("score")
-        if score is not None and not 0.0 <= float(score) <= 1.0 and self.recipe_config.strict_scores:
-            raise BadRequest("must be within [0, 1]", field="score")
 
     async def step(self, given: StepInput) -> StepOutput:
         """Propose this step's mutations (method-specific)."""
@@ -175,8 +194,8 @@ class HarnessRecipe(Recipe):
         if batch.instruction:
             metrics["instruction"] = batch.instruction
         if review:
-            metrics["needs_review"] = review
-        return Candidate(out_dir, metrics)
+            metrics["needs_review"] = review  # shown with the commit; `Candidate.review` is what publishing reads
+        return Candidate(out_dir, metrics, review=tuple(review))
 
     async def directed_step(self, given: StepInput) -> StepOutput:
         """A step an operator asked for with an instruction: the proposer turns it into mutations (the method's state

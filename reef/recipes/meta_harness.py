@@ -16,6 +16,7 @@ The population is bounded by `recipe_config.max_candidates` (the incumbent and t
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from collections.abc import Sequence
@@ -30,7 +31,7 @@ from reef.harness.proposer import parse_json_reply
 from reef.harness.reply_schema import COMPOSITION_REPLY, COMPOSITION_SCHEMA, reply_max_tokens
 from reef.harness.traces import is_failure, question_of
 from reef.harness.tree import HarnessTree, tree_from_json
-from reef.learning.base import Selector
+from reef.learning.base import GatePolicy
 from reef.learning.evaluation.selectors import MeanImprovement
 from reef.recipes.harness_method import (
     HarnessConfig,
@@ -83,10 +84,10 @@ class MetaHarness(HarnessRecipe):
     name = METHOD
     config_model: ClassVar[type[MetaHarnessConfig]] = MetaHarnessConfig
     recipe_config: MetaHarnessConfig
-    surface = "harness"
 
-    def selector(self) -> Selector:
-        return PopulationGate()
+    def gate(self) -> GatePolicy:
+        """The harness gate, judged by the population's own policy."""
+        return dataclasses.replace(super().gate(), selector=PopulationGate())
 
     async def step(self, given: StepInput) -> StepOutput:
         population = self.population(given)

@@ -24,9 +24,9 @@ from typing import Any, ClassVar
 from pydantic import Field
 
 from reef.core.records import Record
-from reef.learning.report_schema import report_schema
+from reef.learning.report import Report
 from reef.recipes.distillation import DistillationConfig, DistillationRecipe, Divergence, text_field
-from reef.recipes.reports import ReportJoiningProcessor, Rollout
+from reef.recipes.reports import CitedInference, ReportJoiningProcessor
 
 
 def multi_turn_sample(samples: list[dict[str, Any]]) -> dict[str, Any] | None:
@@ -65,10 +65,10 @@ class OPDProcessor(ReportJoiningProcessor):
         self.recipe = recipe
         self.multi_turn = recipe.recipe_config.accept_multi_turn
 
-    def join(self, report: Record, rollouts: list[Rollout]) -> None:
+    def join(self, report: Record, rollouts: list[CitedInference]) -> None:
         record_ids = [report.agent_record_id, *(r.record_id for r in rollouts)]
         cited = rollouts if self.multi_turn else rollouts[:1]
-        usable: list[tuple[Rollout, dict[str, Any]]] = [
+        usable: list[tuple[CitedInference, dict[str, Any]]] = [
             (r, dict(s)) for r, s in ((r, r.policy_sample()) for r in cited) if s is not None
         ]
         if not usable or len(usable) != len(cited):
@@ -98,19 +98,19 @@ class OPDConfig(DistillationConfig):
     accept_multi_turn: bool = Field(False, description="train a conversation's turns as one multi-turn sample")
 
 
+class OPDReport(Report):
+    """opd trains from the captured rollout(s) a report cites (a score is stored, not used); any other well-formed
+    report is stored and skipped (no_references, no_training_capture, no_messages)."""
+
+
 class OPDRecipe(DistillationRecipe):
     """On-policy distillation from a frozen teacher, on the student's own rollouts."""
 
     name: ClassVar[str] = "opd"
     loss_name: ClassVar[str] = "opd"
     config_model: ClassVar[type[OPDConfig]] = OPDConfig
+    report_model: ClassVar[type[Report]] = OPDReport
     recipe_config: OPDConfig
-
-    def report_schema(self) -> dict[str, Any]:
-        return report_schema(
-            trains_from="opd trains from the captured rollout(s) a report cites (a score is stored, not used); any "
-            "other well-formed report is stored and skipped (no_references, no_training_capture, no_messages)"
-        )
 
     def processor(self) -> OPDProcessor:
         return OPDProcessor(self.settings.learning.batch_size, self)

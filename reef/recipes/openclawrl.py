@@ -36,10 +36,10 @@ from reef.judge.base import VERDICT_KEY, JudgeRequest
 from reef.judge.judges import JudgeSettings, open_judge
 from reef.judge.sessions import NextState, Sessions, Turn, message_text
 from reef.judge.worker import JudgeWorker
-from reef.learning.base import Batch, FeedbackSource, Processor
-from reef.learning.report_schema import report_schema
+from reef.learning.base import Batch, Extensions, FeedbackSource, Processor, Recipe
+from reef.learning.report import Report
 from reef.recipes.distillation import DistillationConfig, DistillationRecipe
-from reef.recipes.reports import Rollout
+from reef.recipes.reports import CitedInference
 
 MAX_HELD_TURNS = 20_000
 
@@ -76,7 +76,7 @@ class OpenClawRLProcessor(Processor):
         self.units_per_batch = units_per_batch
         self.sessions = Sessions(recipe.session_ttl_s)
         self.skipped: collections.Counter[str] = collections.Counter()
-        self._turns: collections.OrderedDict[str, Rollout] = collections.OrderedDict()
+        self._turns: collections.OrderedDict[str, CitedInference] = collections.OrderedDict()
         self._next: dict[str, NextState] = {}  # turn id -> its next state, until judged
         self._verdicts: dict[str, Record] = {}  # turn id -> the judge's verdict record
         self._reports: dict[str, list[Record]] = collections.defaultdict(list)  # turn id -> clients' reports
@@ -99,7 +99,7 @@ class OpenClawRLProcessor(Processor):
             self._turn(record, train=False)
 
     def _turn(self, record: Record, train: bool) -> None:
-        rollout = Rollout.from_record(record) if record.payload is not None else None
+        rollout = CitedInference.from_record(record) if record.payload is not None else None
         answer = answer_message(record) if rollout is not None else None
         if rollout is None or not rollout.messages or answer is None:
             if train:
@@ -253,12 +253,28 @@ class OpenClawRLConfig(DistillationConfig):
     judge_max_tokens: int = Field(256, ge=1, description="the judge's completion budget per vote")
 
 
+class OpenClawRLReport(Report):
+    """openclawrl trains from the chat turns themselves, judged by their next state; a report's score on the turn it
+    cites overrides the judge's vote (a report citing nothing is stored and skipped: no_references)."""
+
+    def check(self, recipe: Recipe) -> None:
+        if self.metadata is not None and VERDICT_KEY in self.metadata:
+            raise BadRequest("metadata.judge is written by Reef's judge, not by clients", field="metadata.judge")
+
+    @classmethod
+    def json_schema(cls, recipe: Recipe) -> dict[str, Any]:
+        schema = cls.model_json_schema()
+        schema["properties"]["score"]["description"] = "optional: overrides the judge's vote on the cited turn"
+        return schema
+
+
 class OpenClawRLRecipe(DistillationRecipe):
     """Online learning from sessions: a next-state judge's votes as rewards, its hindsight hints distilled."""
 
     name: ClassVar[str] = "openclawrl"
     loss_name: ClassVar[str] = "openclawrl"
     config_model: ClassVar[type[OpenClawRLConfig]] = OpenClawRLConfig
+    report_model: ClassVar[type[Report]] = OpenClawRLReport
     recipe_config: OpenClawRLConfig
 
     def __init__(self, settings: Settings) -> None:
@@ -278,27 +294,14 @@ class OpenClawRLRecipe(DistillationRecipe):
             sample["teacher_messages"] = self.teacher_messages(messages, "; ".join(hints))
         return sample
 
-    def validate_report(self, report: dict[str, Any]) -> None:
-        metadata = report.get("metadata")
-        if isinstance(metadata, dict) and VERDICT_KEY in metadata:
-            raise BadRequest("metadata.judge is written by Reef's judge, not by clients", field="metadata.judge")
-        score = report.get("score")
-        if score is not None and (isinstance(score, bool) or not isinstance(score, int | float)):
-            raise BadRequest("score must be a number (it overrides the judge's vote)", field="score")
-
-    def report_schema(self) -> dict[str, Any]:
-        schema = report_schema(
-            trains_from="openclawrl trains from the chat turns themselves, judged by their next state; a report's "
-            "score on the turn it cites overrides the judge's vote (a report citing nothing is stored and skipped: "
-            "no_references)"
-        )
-        schema["properties"]["score"]["description"] = "optional: overrides the judge's vote on the cited turn"
-        return schema
-
     def processor(self) -> OpenClawRLProcessor:
         return OpenClawRLProcessor(self, self.settings.learning.batch_size)
 
-    def feedback_source(self, scenario: str) -> FeedbackSource:
+    def extensions(self) -> Extensions:
+        """A judge computes each turn's reward from its next state."""
+        return Extensions(check_teacher=self.check_teacher, feedback_source=self.judge_source)
+
+    def judge_source(self, scenario: str) -> FeedbackSource:
         return JudgeWorker(
             scenario, open_judge(self.judge_settings), self.judge_settings, self.settings.learning.poll_interval_s
         )

@@ -43,7 +43,6 @@ class ReasoningBank(HarnessRecipe):
     name = "reasoning_bank"
     config_model: ClassVar[type[ReasoningBankConfig]] = ReasoningBankConfig
     recipe_config: ReasoningBankConfig
-    surface = "harness"
 
     async def step(self, given: StepInput) -> StepOutput:
         bank: list[dict[str, Any]] = list(given.state.get("bank", []))

@@ -1,6 +1,6 @@
 """Joining feedback reports with the inference records they cite: the shared part of the weight recipes' processors.
 
-Records arrive in sequence order. Inference records are remembered as `Rollout`s (their captured token ids,
+Records arrive in sequence order. Inference records are remembered as `CitedInference`s (their captured token ids,
 or their chat messages); a report whose cited records have all been seen is handed to the recipe's `join`,
 which turns it into a training `Unit` (or skips it, with a reason). A report citing a record not seen yet waits.
 State is derived only from the records ingested, so a fresh processor fed the unconsumed records after a
@@ -23,17 +23,20 @@ import math
 import uuid
 from typing import Any
 
+from pydantic import ValidationError
+
 from reef.core.payloads import PolicySample
 from reef.core.records import Record
 from reef.learning.base import Batch, Processor
 from reef.learning.evaluation.holdout import is_held_out
+from reef.learning.report import Report
 
 MAX_HELD_ROLLOUTS = 20_000
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class Rollout:
-    """What a processor keeps of one inference record."""
+class CitedInference:
+    """What a processor keeps of one inference record a report may cite (its prompt, answer and token capture)."""
 
     record_id: str
     prompt_ids: list[int] | None
@@ -47,7 +50,7 @@ class Rollout:
     precision: str | None = None  # the dtype of the matmuls that computed `logprobs` (local engine)
 
     @classmethod
-    def from_record(cls, record: Record) -> Rollout:
+    def from_record(cls, record: Record) -> CitedInference:
         payload = record.payload or {}
         training = payload.get("training") or {}
         request = payload.get("request") or {}
@@ -113,14 +116,20 @@ class Unit:
 
 
 class ReportJoiningProcessor(Processor):
-    """Buffers units made by `join`; a batch takes `units_per_batch` of them plus the ids of skipped reports."""
+    """Buffers units made by `join`; a batch takes `units_per_batch` of them plus the ids of skipped reports.
+
+    A subclass implements `join` (and, for the held-out gate, `gate_task`); `parsed(report)` gives a report's body
+    as the recipe's `report_model` (validated when it was posted).
+    """
 
     units_per_batch: int
+    # The report type `parsed` returns (a processor built by its recipe sets the recipe's `report_model`).
+    report_model: type[Report] = Report
 
     def __init__(self, units_per_batch: int) -> None:
         self.units_per_batch = units_per_batch
         self.skipped: collections.Counter[str] = collections.Counter()
-        self._rollouts: collections.OrderedDict[str, Rollout] = collections.OrderedDict()
+        self._rollouts: collections.OrderedDict[str, CitedInference] = collections.OrderedDict()
         self._pending: dict[str, Record] = {}
         self._waiting_on: dict[str, set[str]] = collections.defaultdict(set)  # inference id -> report ids
         self._units: list[Unit] = []
@@ -132,12 +141,23 @@ class ReportJoiningProcessor(Processor):
         self._gate_rows: list[dict[str, Any]] = []
 
     @abc.abstractmethod
-    def join(self, report: Record, rollouts: list[Rollout]) -> None:
+    def join(self, report: Record, rollouts: list[CitedInference]) -> None:
         """Turn a report and its cited rollouts into units (`add_unit`) or drop it (`skip`)."""
 
-    def gate_task(self, report: Record, rollouts: list[Rollout]) -> dict[str, Any] | None:
-        """A held-out report as a gate task row, or None when it carries no known answer (then it is trained on)."""
+    def gate_task(self, report: Record, rollouts: list[CitedInference]) -> dict[str, Any] | None:
+        """A held-out report as a gate task row (`{"id", "messages", "checker", "answer", "max_tokens"}`; checkers:
+        `exact`, `f1`, `ranking`, …), or None when it carries no known answer (then it is trained on). A processor
+        that returns rows gets the held-out gate: reports in the `evaluation.holdout_every` split are never trained on
+        and the gate scores candidate and serving release on them."""
         return None
+
+    def parsed(self, report: Record) -> Report:
+        """The report's body as `report_model` (an imported report that does not fit is read as a plain `Report`)."""
+        body = {key: value for key, value in (report.payload or {}).items() if key in Report.model_fields}
+        try:
+            return self.report_model.model_validate(body)
+        except ValidationError:
+            return Report.model_construct(**body)
 
     def hold_out(self, every: int, rollouts: bool = True) -> None:
         self._holdout_every = max(0, int(every))
@@ -154,7 +174,7 @@ class ReportJoiningProcessor(Processor):
     def ingest(self, record: Record) -> None:
         if record.request_type == "inference":
             if record.payload is not None:
-                self._rollouts[record.agent_record_id] = Rollout.from_record(record)
+                self._rollouts[record.agent_record_id] = CitedInference.from_record(record)
                 self._rollouts.move_to_end(record.agent_record_id)
                 while len(self._rollouts) > MAX_HELD_ROLLOUTS:
                     self._rollouts.popitem(last=False)

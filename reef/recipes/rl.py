@@ -25,17 +25,12 @@ from typing import Any, ClassVar
 
 from pydantic import Field
 
-from reef.core.capabilities import Capability
 from reef.core.errors import BadRequest
 from reef.core.records import Record
-from reef.learning.report_schema import report_schema
-from reef.recipes.reports import ReportJoiningProcessor, Rollout, score_of
-from reef.recipes.weights import ON_POLICY_NEEDS, PolicyGradientConfig, WeightsRecipe
-
-TRAINS_FROM = (
-    "rl trains from a score on the cited captured rollout(s); any other well-formed report is stored and skipped "
-    "(no_score, no_references, no_training_capture)"
-)
+from reef.learning.report import Report
+from reef.learning.surface import Surface
+from reef.recipes.reports import CitedInference, ReportJoiningProcessor, score_of
+from reef.recipes.weights import ON_POLICY_WEIGHTS, PolicyGradientConfig, WeightsRecipe
 
 
 def require_score(report: dict[str, Any]) -> None:
@@ -85,7 +80,7 @@ class RLProcessor(ReportJoiningProcessor):
             self.baselines[key] = self.new_baseline()
         return self.baselines[key]
 
-    def join(self, report: Record, rollouts: list[Rollout]) -> None:
+    def join(self, report: Record, rollouts: list[CitedInference]) -> None:
         record_ids = [report.agent_record_id, *(r.record_id for r in rollouts)]
         score = score_of(report)
         if score is None:
@@ -102,7 +97,7 @@ class RLProcessor(ReportJoiningProcessor):
         # Ranked rollouts need an engine that scores given tokens (the embedded one).
         return "scored reports that cite one captured rollout" if self.holds_rollouts else None
 
-    def gate_task(self, report: Record, rollouts: list[Rollout]) -> dict[str, Any] | None:
+    def gate_task(self, report: Record, rollouts: list[CitedInference]) -> dict[str, Any] | None:
         """A held-out scored rollout for the ranking gate (`reef.learning.evaluation.ranking`), compared within its
         `metadata[baseline_by]` group; None when the report cites anything but one captured rollout."""
         sample = rollouts[0].policy_sample() if len(rollouts) == 1 else None
@@ -131,18 +126,21 @@ class RLConfig(PolicyGradientConfig):
     )
 
 
+class RLReport(Report):
+    """rl trains from a score on the cited captured rollout(s); any other well-formed report is stored and skipped
+    (no_score, no_references, no_training_capture)."""
+
+
 class RLRecipe(WeightsRecipe):
     """Single-rollout reinforcement learning from scored reports."""
 
-    needs: ClassVar[frozenset[Capability]] = ON_POLICY_NEEDS  # learns from its recorded rollouts
+    surface: ClassVar[Surface] = ON_POLICY_WEIGHTS  # learns from its recorded rollouts
 
     name: ClassVar[str] = "rl"
     loss_name: ClassVar[str] = "rl"
     config_model: ClassVar[type[RLConfig]] = RLConfig
+    report_model: ClassVar[type[Report]] = RLReport
     recipe_config: RLConfig
-
-    def report_schema(self) -> dict[str, Any]:
-        return report_schema(trains_from=TRAINS_FROM)
 
     def processor(self) -> RLProcessor:
         config = self.recipe_config

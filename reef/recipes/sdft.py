@@ -26,9 +26,10 @@ from pydantic import Field
 
 from reef.core.errors import BadRequest
 from reef.core.records import Record
-from reef.learning.report_schema import report_schema
+from reef.learning.base import Recipe
+from reef.learning.report import Report, narrowed
 from reef.recipes.distillation import DistillationConfig, DistillationRecipe, text_field
-from reef.recipes.reports import ReportJoiningProcessor, Rollout
+from reef.recipes.reports import CitedInference, ReportJoiningProcessor
 from reef.recipes.sft import HELD_OUT_MAX_TOKENS
 
 # A text field a distillation recipe reads: a non-empty string, or {"content": a non-empty string}.
@@ -64,7 +65,7 @@ class SDFTProcessor(ReportJoiningProcessor):
         super().__init__(units_per_batch)
         self.recipe = recipe
 
-    def join(self, report: Record, rollouts: list[Rollout]) -> None:
+    def join(self, report: Record, rollouts: list[CitedInference]) -> None:
         record_ids = [report.agent_record_id, *(r.record_id for r in rollouts)]
         context = context_of(report.payload or {})
         sample = rollouts[0].policy_sample() if rollouts else None
@@ -82,7 +83,7 @@ class SDFTProcessor(ReportJoiningProcessor):
     def held_out_rule(self) -> str | None:
         return "reports with a demonstration in metadata.demonstration that cite a chat request without tools"
 
-    def gate_task(self, report: Record, rollouts: list[Rollout]) -> dict[str, Any] | None:
+    def gate_task(self, report: Record, rollouts: list[CitedInference]) -> dict[str, Any] | None:
         """A held-out report with a `demonstration` (a known answer) on a chat prompt without tools, scored by `f1`."""
         demonstration = text_field(((report.payload or {}).get("metadata") or {}).get("demonstration"))
         if demonstration is None or not rollouts or not rollouts[0].messages or rollouts[0].tools:
@@ -104,27 +105,30 @@ class SDFTConfig(DistillationConfig):
     )
 
 
+class SDFTReport(Report):
+    """sdft trains from metadata.teacher_context (or metadata.demonstration) on the cited captured chat rollout; any
+    other well-formed report is stored and skipped (no_context, no_references, no_training_capture, no_messages)."""
+
+    def check(self, recipe: Recipe) -> None:
+        check_text_fields(self.model_dump(exclude_none=True), "teacher_context", "demonstration")
+
+    @classmethod
+    def json_schema(cls, recipe: Recipe) -> dict[str, Any]:
+        metadata = {
+            "teacher_context": {**TEXT, "description": "what the teacher sees besides the prompt"},
+            "demonstration": {**TEXT, "description": "the answer the model should have given (or {content: …})"},
+        }
+        return narrowed(cls.model_json_schema(), metadata=metadata)
+
+
 class SDFTRecipe(DistillationRecipe):
     """Self-distillation fine-tuning on demonstrations (or hints) carried by reports."""
 
     name: ClassVar[str] = "sdft"
     loss_name: ClassVar[str] = "sdft"
     config_model: ClassVar[type[SDFTConfig]] = SDFTConfig
+    report_model: ClassVar[type[Report]] = SDFTReport
     recipe_config: SDFTConfig
-
-    def validate_report(self, report: dict[str, Any]) -> None:
-        check_text_fields(report, "teacher_context", "demonstration")
-
-    def report_schema(self) -> dict[str, Any]:
-        return report_schema(
-            metadata={
-                "teacher_context": {**TEXT, "description": "what the teacher sees besides the prompt"},
-                "demonstration": {**TEXT, "description": "the answer the model should have given (or {content: …})"},
-            },
-            trains_from="sdft trains from metadata.teacher_context (or metadata.demonstration) on the cited captured "
-            "chat rollout; any other well-formed report is stored and skipped (no_context, no_references, "
-            "no_training_capture, no_messages)",
-        )
 
     def processor(self) -> SDFTProcessor:
         return SDFTProcessor(self.settings.learning.batch_size, self)

@@ -26,16 +26,17 @@ grid missing a cell never completes. A report that claims none (a plain score, s
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 from pydantic import Field
 
 from reef.core.errors import BadRequest
 from reef.core.payloads import PolicySample
 from reef.core.records import Record
-from reef.learning.report_schema import report_schema, with_grid_cell
+from reef.learning.base import Recipe
+from reef.learning.report import Report, narrowed, with_grid_cell
 from reef.recipes.distillation import DistillationConfig, DistillationRecipe, Divergence, text_field
-from reef.recipes.reports import ReportJoiningProcessor, Rollout, score_of
+from reef.recipes.reports import CitedInference, ReportJoiningProcessor, score_of
 from reef.recipes.rl import require_score
 
 CELL_KEYS = ("step", "group", "rollout")
@@ -59,7 +60,7 @@ class Attempt:
     """One reported attempt of a grid."""
 
     record_ids: list[str]
-    rollout: Rollout
+    rollout: CitedInference
     sample: PolicySample
     score: float
     feedback: str | None
@@ -93,7 +94,7 @@ class SDPOProcessor(ReportJoiningProcessor):
         self._grids: dict[str, dict[tuple[str, int], Attempt]] = {}
         self._discarded: list[tuple[str, list[str]]] = []
 
-    def join(self, report: Record, rollouts: list[Rollout]) -> None:
+    def join(self, report: Record, rollouts: list[CitedInference]) -> None:
         payload = report.payload or {}
         record_ids = [report.agent_record_id, *(r.record_id for r in rollouts)]
         cell, score = cell_of(payload.get("metadata")), score_of(report)
@@ -163,15 +164,31 @@ class SDPOConfig(DistillationConfig):
     self_demonstration: bool = Field(False, description="show a lone success its own answer as the demonstration")
 
 
+class SDPOReport(Report):
+    """sdpo trains from complete grids of attempts: reports with a score, the receipt of the attempt and
+    metadata.{step, group, rollout}; a report that claims no grid cell is stored and skipped (not_a_grid_cell)."""
+
+    def check(self, recipe: Recipe) -> None:
+        cast("SDPORecipe", recipe).check_report(self.model_dump(exclude_none=True))
+
+    @classmethod
+    def json_schema(cls, recipe: Recipe) -> dict[str, Any]:
+        key = {"type": ["string", "integer"], "minLength": 1}
+        cell = {"step": key, "group": key, "rollout": {"type": "integer", "minimum": 0}}
+        return with_grid_cell(narrowed(cls.model_json_schema(), metadata=cell), CELL_KEYS, ("score", "references"))
+
+
 class SDPORecipe(DistillationRecipe):
     """Self-distillation from successful sibling attempts in grids of prompts × attempts."""
 
     name: ClassVar[str] = "sdpo"
     loss_name: ClassVar[str] = "sdpo"
     config_model: ClassVar[type[SDPOConfig]] = SDPOConfig
+    report_model: ClassVar[type[Report]] = SDPOReport
     recipe_config: SDPOConfig
 
-    def validate_report(self, report: dict[str, Any]) -> None:
+    def check_report(self, report: dict[str, Any]) -> None:
+        """Refuse (BadRequest naming the field) a report that claims a grid cell but is not a whole one."""
         metadata = report.get("metadata")
         metadata = metadata if isinstance(metadata, dict) else {}
         if not any(key in metadata for key in CELL_KEYS):
@@ -188,16 +205,6 @@ class SDPORecipe(DistillationRecipe):
             raise BadRequest("a grid cell needs metadata.rollout, an integer ≥ 0", field="metadata.rollout")
         if not report.get("references"):
             raise BadRequest("a grid cell needs the receipt of the attempt", field="references")
-
-    def report_schema(self) -> dict[str, Any]:
-        key = {"type": ["string", "integer"], "minLength": 1}
-        schema = report_schema(
-            metadata={"step": key, "group": key, "rollout": {"type": "integer", "minimum": 0}},
-            trains_from="sdpo trains from complete grids of attempts: reports with a score, the receipt of the "
-            "attempt and metadata.{step, group, rollout}; a report that claims no grid cell is stored and skipped "
-            "(not_a_grid_cell)",
-        )
-        return with_grid_cell(schema, CELL_KEYS, ("score", "references"))
 
     def processor(self) -> SDPOProcessor:
         grid = self.recipe_config.groups * self.recipe_config.rollouts

@@ -15,15 +15,16 @@ Sample: `{"prompt_ids" | "messages" (+ "tools"), "completion_text"}`; the traini
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 from pydantic import Field
 
 from reef.core.errors import BadRequest
 from reef.core.records import Record
+from reef.learning.base import Recipe
 from reef.learning.recipe_config import RecipeConfig
-from reef.learning.report_schema import report_schema
-from reef.recipes.reports import ReportJoiningProcessor, Rollout
+from reef.learning.report import Report, narrowed
+from reef.recipes.reports import CitedInference, ReportJoiningProcessor
 from reef.recipes.weights import WeightsRecipe
 
 
@@ -61,7 +62,7 @@ class SFTProcessor(ReportJoiningProcessor):
         super().__init__(units_per_batch)
         self.demonstration_from_feedback = demonstration_from_feedback
 
-    def join(self, report: Record, rollouts: list[Rollout]) -> None:
+    def join(self, report: Record, rollouts: list[CitedInference]) -> None:
         payload = report.payload or {}
         record_ids = [report.agent_record_id, *(r.record_id for r in rollouts)]
         demonstration = demonstration_of(payload, self.demonstration_from_feedback)
@@ -77,7 +78,7 @@ class SFTProcessor(ReportJoiningProcessor):
         field = "the feedback text" if self.demonstration_from_feedback else "metadata.demonstration"
         return f"reports with a demonstration in {field} on a chat prompt without tools, cited or in metadata.messages"
 
-    def gate_task(self, report: Record, rollouts: list[Rollout]) -> dict[str, Any] | None:
+    def gate_task(self, report: Record, rollouts: list[CitedInference]) -> dict[str, Any] | None:
         """The cited prompt (as chat messages, without tools) with the demonstration as the answer, scored by `f1`."""
         payload = report.payload or {}
         demonstration = demonstration_of(payload, self.demonstration_from_feedback)
@@ -117,25 +118,23 @@ class SFTConfig(RecipeConfig):
     kl_coef: float = Field(0.0, ge=0, description="weight of the KL penalty to the base model (0: none)")
 
 
-class SFTRecipe(WeightsRecipe):
-    """Supervised fine-tuning on demonstrations carried by reports."""
+class SFTReport(Report):
+    """sft trains from a demonstration on the prompt of the cited inference (or metadata.messages); any other
+    well-formed report is stored and skipped (no_demonstration, no_prompt)."""
 
-    name: ClassVar[str] = "sft"
-    loss_name: ClassVar[str] = "sft"
-    config_model: ClassVar[type[SFTConfig]] = SFTConfig
-    recipe_config: SFTConfig
+    def check(self, recipe: Recipe) -> None:
+        check_demonstration(self.model_dump(exclude_none=True), _from_feedback(recipe))
 
-    def validate_report(self, report: dict[str, Any]) -> None:
-        check_demonstration(report, self.recipe_config.demonstration_from_feedback)
-
-    def report_schema(self) -> dict[str, Any]:
-        if self.recipe_config.demonstration_from_feedback:
+    @classmethod
+    def json_schema(cls, recipe: Recipe) -> dict[str, Any]:
+        base = cls.model_json_schema()
+        if _from_feedback(recipe):
             feedback = {
                 "type": ["string", "object"],
                 "minLength": 1,
                 "description": "text: the answer the model should have given (an object is stored, not trained on)",
             }
-            return report_schema(feedback=feedback, trains_from=TRAINS_FROM.format(field="`feedback` text"))
+            return {**narrowed(base, feedback=feedback), "description": TRAINS_FROM.format(field="`feedback` text")}
         demonstration = {
             "type": ["string", "object"],
             "minLength": 1,
@@ -143,9 +142,22 @@ class SFTRecipe(WeightsRecipe):
             "required": ["content"],
             "description": "the answer the model should have given (or {content: …})",
         }
-        return report_schema(
-            metadata={"demonstration": demonstration}, trains_from=TRAINS_FROM.format(field="`metadata.demonstration`")
-        )
+        schema = narrowed(base, metadata={"demonstration": demonstration})
+        return {**schema, "description": TRAINS_FROM.format(field="`metadata.demonstration`")}
+
+
+def _from_feedback(recipe: Recipe) -> bool:
+    return cast(SFTConfig, recipe.recipe_config).demonstration_from_feedback
+
+
+class SFTRecipe(WeightsRecipe):
+    """Supervised fine-tuning on demonstrations carried by reports."""
+
+    name: ClassVar[str] = "sft"
+    loss_name: ClassVar[str] = "sft"
+    config_model: ClassVar[type[SFTConfig]] = SFTConfig
+    report_model: ClassVar[type[Report]] = SFTReport
+    recipe_config: SFTConfig
 
     def processor(self) -> SFTProcessor:
         return SFTProcessor(self.settings.learning.batch_size, self.recipe_config.demonstration_from_feedback)

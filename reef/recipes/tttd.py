@@ -23,24 +23,23 @@ import asyncio
 import math
 import shutil
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 from pydantic import Field
 
-from reef.core.capabilities import Capability
 from reef.core.errors import BadRequest
 from reef.discovery.archive import Archive, Attempt
 from reef.discovery.problem import Problem, ProblemError, load_problem, parses
 from reef.discovery.search import ARCHIVE_FILE, entry_view, next_step, read_archive, seed_archive, write_archive
-from reef.inference.base import Engine
-from reef.learning.base import Batch, Candidate, Evaluator, Selector
+from reef.learning.base import Batch, Candidate, Evaluator, Extensions, GatePolicy, Recipe, Search
 from reef.learning.evaluation.selectors import Always
-from reef.learning.growth import GrowContext, base_model_path
-from reef.learning.report_schema import report_schema, with_grid_cell
+from reef.learning.growth import GrowContext
+from reef.learning.report import Report, narrowed, with_grid_cell
+from reef.learning.surface import Surface
 from reef.recipes.entropic import entropic_advantages
 from reef.recipes.rl import require_score
 from reef.recipes.tttd_grid import CELL_KEYS, Advantages, GridProcessor
-from reef.recipes.weights import ON_POLICY_NEEDS, PolicyGradientConfig, WeightsRecipe
+from reef.recipes.weights import ON_POLICY_WEIGHTS, PolicyGradientConfig, WeightsRecipe
 from reef.sandbox import Limits, isolation
 
 _CELL = {"type": "integer", "minimum": 0}
@@ -73,14 +72,28 @@ class TTTDConfig(PolicyGradientConfig):
     eval_wall_s: float = Field(20.0, gt=0, description="wall-clock seconds one sandboxed evaluation may take")
 
 
-class TTTDRecipe(WeightsRecipe):
+class GridReport(Report):
+    """A discovery recipe learns from complete grids of attempts: reports with a score and metadata.{step, group,
+    rollout, parent_id} (the attempt's receipt for the weights); a report that claims no grid cell is stored and
+    skipped (not_a_grid_cell)."""
+
+    def check(self, recipe: Recipe) -> None:
+        cast("TTTDRecipe", recipe).check_report(self.model_dump(exclude_none=True))
+
+    @classmethod
+    def json_schema(cls, recipe: Recipe) -> dict[str, Any]:
+        return cast("TTTDRecipe", recipe).grid_schema(cls.model_json_schema())
+
+
+class TTTDRecipe(WeightsRecipe, Search):
     """Test-time training on a discovery problem with entropic leave-one-out advantages."""
 
-    needs: ClassVar[frozenset[Capability]] = ON_POLICY_NEEDS  # learns from its recorded rollouts
+    surface: ClassVar[Surface] = ON_POLICY_WEIGHTS  # learns from its recorded rollouts
 
     name: ClassVar[str] = "tttd"
     loss_name: ClassVar[str] = "rl"
     config_model: ClassVar[type[TTTDConfig]] = TTTDConfig
+    report_model: ClassVar[type[Report]] = GridReport
     recipe_config: TTTDConfig
     _problem: Problem | None = None
 
@@ -110,7 +123,8 @@ class TTTDRecipe(WeightsRecipe):
 
     # ---- reports ---------------------------------------------------------------------------------------------
 
-    def validate_report(self, report: dict[str, Any]) -> None:
+    def check_report(self, report: dict[str, Any]) -> None:
+        """Refuse (BadRequest naming the field) a report that claims a grid cell but is not a whole one of this grid."""
         meta = report.get("metadata")
         if not isinstance(meta, dict) or not any(key in meta for key in CELL_KEYS):
             return  # not an attempt of the grid: stored, and skipped by the processor (not_a_grid_cell)
@@ -133,30 +147,28 @@ class TTTDRecipe(WeightsRecipe):
             if not isinstance(solution, str) or not parses(solution, problem.solution_format):
                 raise BadRequest(f"is not a valid {problem.solution_format} solution", field="metadata.solution")
 
-    def report_schema(self) -> dict[str, Any]:
+    def grid_schema(self, base: dict[str, Any]) -> dict[str, Any]:
+        """`base` with this grid's cell bounds."""
         config = self.recipe_config
         cell = {
             "step": {"type": "integer", "minimum": 1},
             "group": {**_CELL, "maximum": config.groups - 1},
             "rollout": {**_CELL, "maximum": config.rollouts - 1},
         }
-        schema = report_schema(
-            metadata={**cell, "parent_id": {"type": "string", "minLength": 1}},
-            trains_from=f"{self.name} learns from complete grids of attempts: reports with a score and "
-            "metadata.{step, group, rollout, parent_id} (the attempt's receipt for the weights); a report that "
-            "claims no grid cell is stored and skipped (not_a_grid_cell)",
-        )
+        schema = narrowed(base, metadata={**cell, "parent_id": {"type": "string", "minLength": 1}})
         return with_grid_cell(schema, CELL_KEYS, ("score",))
 
     def processor(self) -> GridProcessor:
         config, problem = self.recipe_config, self.problem()
         return GridProcessor(config.groups, config.rollouts, self.advantages(), problem.reward)
 
-    def selector(self) -> Selector:
-        return Always()
+    def gate(self) -> GatePolicy:
+        """No gate: every search step is kept."""
+        return GatePolicy(evaluator=lambda engine: NoGate(), selector=Always())
 
-    def evaluator(self, engine: Engine) -> Evaluator:
-        return NoGate()
+    def extensions(self) -> Extensions:
+        """The base release holds the seeded archive; the archive routes read it."""
+        return Extensions(seed=self.seed, search=self)
 
     # ---- the archive -----------------------------------------------------------------------------------------
 
@@ -213,12 +225,9 @@ class TTTDRecipe(WeightsRecipe):
         candidate = ctx.work_dir / "candidate"
         metrics: dict[str, Any] = {"trained_samples": len(samples)}
         if samples and self.recipe_config.train and ctx.backend_factory is not None:
-            base = await asyncio.to_thread(base_model_path, ctx.settings)
-            adapter = parent_dir if parent_dir and (parent_dir / "adapter_config.json").exists() else None
-            job = self.training_job(Batch(batch.batch_id, samples, batch.record_ids), base, adapter, candidate)
-            result = await asyncio.to_thread(ctx.backend_factory().run, job, ctx.progress)
-            candidate = Path(result.adapter_path)
-            metrics.update(result.metrics)
+            trained = await super().grow(Batch(batch.batch_id, samples, batch.record_ids), parent_dir, ctx)
+            candidate = trained.path
+            metrics.update(trained.metrics)
         elif parent_dir is not None:  # nothing trained: the weights stay the parent's
             shutil.copytree(parent_dir, candidate, ignore=shutil.ignore_patterns(ARCHIVE_FILE, ".git"))
         for step in sorted({int(r["step"]) for r in rows}):

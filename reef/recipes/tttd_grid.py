@@ -22,7 +22,7 @@ from typing import Any
 
 from reef.core.payloads import PolicySample
 from reef.core.records import Record
-from reef.recipes.reports import ReportJoiningProcessor, Rollout, score_of
+from reef.recipes.reports import CitedInference, ReportJoiningProcessor, score_of
 
 Advantages = Callable[[list[float]], list[float] | None]
 Reward = Callable[[float | None, bool], float]
@@ -57,7 +57,7 @@ class GridProcessor(ReportJoiningProcessor):
             self._release_of[record.agent_record_id] = record.release_id()
         super().ingest(record)
 
-    def join(self, report: Record, rollouts: list[Rollout]) -> None:
+    def join(self, report: Record, rollouts: list[CitedInference]) -> None:
         payload = report.payload or {}
         meta = payload.get("metadata") or {}
         record_ids = [report.agent_record_id, *(r.record_id for r in rollouts)]

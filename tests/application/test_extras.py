@@ -11,12 +11,11 @@ import pytest
 from reef.application.config import ConfigError, load_settings, parse_overrides
 from reef.application.extras import check_extras
 from reef.cli.main import main
-from reef.core.capabilities import Capability
 from reef.core.settings import Settings
 from reef.learning.recipes_registry import builtin_recipes
 
 # The recipes that train weights are those that need the engine to serve an adapter.
-WEIGHTS_RECIPES = [name for name, recipe in builtin_recipes().items() if Capability.SERVE_ADAPTER in recipe.needs]
+WEIGHTS_RECIPES = [name for name, recipe in builtin_recipes().items() if recipe.surface.weights]
 OTHER_RECIPES = [name for name in builtin_recipes() if name not in WEIGHTS_RECIPES]
 
 

@@ -9,6 +9,7 @@ skipped (`no_answer`); only a feedback object without its `prompt` and `answer` 
 from __future__ import annotations
 
 import collections
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any, ClassVar
@@ -17,8 +18,10 @@ from pydantic import Field
 
 from reef.core.errors import BadRequest
 from reef.core.records import Record
-from reef.learning.base import Batch, Candidate, GrowContext, Processor, Recipe, ServingPrompt, Surface
+from reef.learning.base import Batch, Candidate, Extensions, GrowContext, Processor, Recipe
 from reef.learning.recipe_config import RecipeConfig
+from reef.learning.report import Report
+from reef.learning.surface import HARNESS, ServingPrompt, Surface
 
 BOOK = "answers.json"
 
@@ -63,24 +66,36 @@ class AnswerProcessor(Processor):
         self.reserved.pop(batch_id, None)
 
 
+class AnswerReport(Report):
+    """answer_book learns from `feedback: {"prompt", "answer"}`; any other well-formed report is stored and skipped
+    (no_answer)."""
+
+    def check(self, recipe: Recipe) -> None:
+        feedback = self.feedback  # a report without an answer is well-formed: stored, skipped
+        if isinstance(feedback, dict) and not all(isinstance(feedback.get(k), str) for k in ("prompt", "answer")):
+            raise BadRequest("an answer must be an object with a `prompt` and an `answer`", field="feedback")
+
+
+def book_prompt(recipe: AnswerBook, release_dir: Path) -> ServingPrompt:
+    """A release served to a chat: the configured rules as its system prompt, the book as worked examples."""
+    return recipe.recipe_config.rules, tuple(read_book(release_dir).items())
+
+
 class AnswerBook(Recipe):
     """Learns a book of demonstrated answers and serves it as worked examples."""
 
     name: ClassVar[str] = "answer_book"
-    surface: ClassVar[Surface] = "harness"  # a release is files the recipe writes, not weights
+    # A release is files the recipe writes (not weights), rendered into what a chat is served.
+    surface: ClassVar[Surface] = dataclasses.replace(HARNESS, render=book_prompt)
     config_model: ClassVar[type[AnswerBookConfig]] = AnswerBookConfig
+    report_model: ClassVar[type[Report]] = AnswerReport
     recipe_config: AnswerBookConfig  # validated from `learning.recipe_config` before the service starts
-
-    def validate_report(self, report: dict[str, Any]) -> None:
-        feedback = report.get("feedback")  # a report without an answer is well-formed: stored, skipped
-        if isinstance(feedback, dict) and not all(isinstance(feedback.get(k), str) for k in ("prompt", "answer")):
-            raise BadRequest("an answer must be an object with a `prompt` and an `answer`", field="feedback")
 
     def processor(self) -> Processor:
         return AnswerProcessor(self.settings.learning.batch_size)
 
-    def seed(self, directory: Path) -> None:
-        (directory / BOOK).write_text("{}")
+    def extensions(self) -> Extensions:
+        return Extensions(seed=lambda directory: (directory / BOOK).write_text("{}"))
 
     async def grow(self, batch: Batch, parent_dir: Path | None, ctx: GrowContext) -> Candidate:
         book = read_book(parent_dir)
@@ -90,9 +105,6 @@ class AnswerBook(Recipe):
         candidate.mkdir()
         (candidate / BOOK).write_text(json.dumps(kept, sort_keys=True))
         return Candidate(candidate, {"answers": len(kept), "new_answers": len(batch.samples)})
-
-    def serving_prompt(self, release_dir: Path) -> ServingPrompt:
-        return self.recipe_config.rules, tuple(read_book(release_dir).items())
 
 
 def read_book(directory: Path | None) -> dict[str, str]:

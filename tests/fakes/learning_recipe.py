@@ -13,9 +13,12 @@ from typing import Any, ClassVar
 
 from reef.core.errors import BadRequest
 from reef.core.records import Record
-from reef.learning.base import Batch, Candidate, GrowContext, Processor, Recipe, Surface
-from reef.recipes.reports import Rollout
+from reef.learning.base import Batch, Candidate, Extensions, GrowContext, Processor, Recipe
+from reef.learning.report import Report
+from reef.learning.surface import HARNESS, Surface
+from reef.recipes.reports import CitedInference
 from reef.recipes.sft import SFTProcessor, demonstration_of
+from reef.recipes.weights import WeightsRecipe
 from tests.fakes.dict_engine import ANSWERS_FILE, read_answers
 
 
@@ -51,15 +54,19 @@ class DemoProcessor(Processor):
         self.reserved.pop(batch_id)
 
 
-class DemoRecipe(Recipe):
-    name: ClassVar[str] = "demo"
-    surface: ClassVar[Surface] = "weights"
-    loss_name = "fake"
+class DemoReport(Report):
+    """Demonstrations as `{"feedback": {"prompt", "answer"}}`."""
 
-    def validate_report(self, report: dict[str, Any]) -> None:
-        feedback = report.get("feedback")
+    def check(self, recipe: Recipe) -> None:
+        feedback = self.feedback
         if not isinstance(feedback, dict) or not isinstance(feedback.get("answer"), str):
             raise BadRequest("must be an object with `prompt` and `answer`", field="feedback")
+
+
+class DemoRecipe(WeightsRecipe):
+    name: ClassVar[str] = "demo"
+    loss_name = "sft"  # the fake training backend reads only the samples
+    report_model: ClassVar[type[Report]] = DemoReport
 
     def processor(self) -> Processor | None:
         return DemoProcessor(self.settings.learning.batch_size)
@@ -72,7 +79,10 @@ class FileRecipe(DemoRecipe):
     """Grows a candidate directory itself (like a harness recipe): the parent's answers plus the batch's."""
 
     name: ClassVar[str] = "files"
-    surface: ClassVar[Surface] = "harness"
+    surface: ClassVar[Surface] = HARNESS
+
+    def extensions(self) -> Extensions:
+        return Extensions(seed=self.seed)
 
     def seed(self, directory: Path) -> None:
         (directory / "rules.md").write_text("Answer briefly.\n")
@@ -91,7 +101,7 @@ class FileRecipe(DemoRecipe):
 class CitingDemoProcessor(SFTProcessor):
     """SFT's report joining and held-out split, with samples the fake backend understands."""
 
-    def join(self, report: Record, rollouts: list[Rollout]) -> None:
+    def join(self, report: Record, rollouts: list[CitedInference]) -> None:
         demonstration = demonstration_of(report.payload or {}, False)
         record_ids = [report.agent_record_id, *(r.record_id for r in rollouts)]
         prompt = rollouts[0].messages[-1]["content"] if rollouts and rollouts[0].messages else None
@@ -105,9 +115,7 @@ class CitingDemoRecipe(DemoRecipe):
     """Reports cite an inference record and carry `metadata.demonstration`, as for `sft`."""
 
     name: ClassVar[str] = "citing-demo"
-
-    def validate_report(self, report: dict[str, Any]) -> None:
-        return None
+    report_model: ClassVar[type[Report]] = Report
 
     def processor(self) -> Processor | None:
         return CitingDemoProcessor(self.settings.learning.batch_size)

@@ -17,7 +17,7 @@ from reef.inference.capture import (
     with_capture,
 )
 from reef.inference.capture_stream import CapturingStream
-from reef.recipes.reports import Rollout
+from reef.recipes.reports import CitedInference
 
 BODIES = Path(__file__).parent / "bodies"
 CAPTURED = {
@@ -40,7 +40,7 @@ def test_a_captured_answer_gives_the_rl_recipes_a_policy_sample():
     from reef.core.records import Record
 
     record = Record.new("s", "inference", {"dialect": "chat", "request": {}, "training": CAPTURED}, created_at=0.0)
-    sample = Rollout.from_record(record).policy_sample()
+    sample = CitedInference.from_record(record).policy_sample()
     assert sample == {
         "prompt_ids": CAPTURED["prompt_token_ids"],
         "completion_ids": [42192, 2],

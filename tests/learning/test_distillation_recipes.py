@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
+from pathlib import Path
 
 import pytest
 
@@ -12,6 +13,7 @@ from reef.core.errors import BadRequest
 from reef.core.records import Record
 from reef.core.settings import LearningSettings, Settings
 from reef.learning.recipes_registry import load_recipe
+from reef.learning.report import parse_report
 from reef.recipes.distillation import with_context
 from reef.recipes.opd import multi_turn_sample
 from reef.releases.git import open_release_store
@@ -74,12 +76,12 @@ def test_an_sdft_report_without_a_context_or_receipt_is_accepted_and_skipped_but
     recipe = load_recipe("sdft", settings("sdft"))
     for field, value in (("teacher_context", " "), ("teacher_context", 3), ("demonstration", {"text": "4"})):
         with pytest.raises(BadRequest) as error:
-            recipe.validate_report({"references": ["r1"], "metadata": {field: value}})
+            parse_report(recipe, {"references": ["r1"], "metadata": {field: value}})
         assert error.value.field == f"metadata.{field}"
     for body in ({"score": 1.0}, {"metadata": {"demonstration": "4"}}, {"references": ["r1"], "feedback": "good"}):
-        recipe.validate_report(body)
-    recipe.validate_report({"references": ["r1"], "metadata": {"demonstration": {"content": "4"}}})
-    assert "required" not in recipe.report_schema()
+        parse_report(recipe, body)
+    parse_report(recipe, {"references": ["r1"], "metadata": {"demonstration": {"content": "4"}}})
+    assert "required" not in recipe.report_model.json_schema(recipe)
     processor = recipe.processor()
     processor.ingest(inference("i1"))
     processor.ingest(report("f1", ["i1"], score=1.0))
@@ -116,15 +118,17 @@ def test_an_unknown_teacher_release_is_refused_naming_recipe_config_teacher(tmp_
     releases = open_release_store(str(tmp_path / "releases.git"), tmp_path / "work")
     recipe = load_recipe("opd", settings("opd", teacher="release:no-such-release"))
     with pytest.raises(BadRequest) as error:
-        recipe.check_teacher(releases, ["s"])
+        recipe.extensions().check_teacher(releases, ["s"])
     assert error.value.field == "recipe_config.teacher"
     with pytest.raises(BadRequest):
-        load_recipe("opd", settings("opd", teacher="scenario:nobody")).check_teacher(releases, ["s"])
+        load_recipe("opd", settings("opd", teacher="scenario:nobody")).extensions().check_teacher(releases, ["s"])
     (tmp_path / "content").mkdir()
     (tmp_path / "content" / "note.txt").write_text("base")
     release = releases.publish("s", tmp_path / "content", None, operation="creation", recipe="sft")
-    load_recipe("opd", settings("opd", teacher=f"release:{release.release_id}")).check_teacher(releases, ["s"])
-    load_recipe("opd", settings("opd", teacher="scenario:s")).check_teacher(releases, ["s"])
+    load_recipe("opd", settings("opd", teacher=f"release:{release.release_id}")).extensions().check_teacher(
+        releases, ["s"]
+    )
+    load_recipe("opd", settings("opd", teacher="scenario:s")).extensions().check_teacher(releases, ["s"])
 
 
 def test_the_turns_of_one_conversation_become_one_sample_that_trains_only_the_models_tokens():
@@ -149,7 +153,7 @@ def test_the_opd_processor_trains_the_first_receipt_or_with_multi_turn_the_whole
     (conversation,) = multi.build_batch().samples
     assert conversation["completion_ids"] == [4, 5, 6, 4, 5] and conversation["completion_mask"] == [1, 1, 0, 1, 1]
     plain = load_recipe("opd", settings("opd", teacher="self"))
-    plain.validate_report({"score": 1.0})  # cites nothing: stored, and skipped
+    parse_report(plain, {"score": 1.0})  # cites nothing: stored, and skipped
     processor = plain.processor()
     processor.ingest(report("f2", [], score=1.0))
     assert processor.skipped_counts() == {"no_references": 1}
@@ -168,7 +172,7 @@ def test_the_opd_processor_trains_the_first_receipt_or_with_multi_turn_the_whole
 def test_an_sdpo_report_claiming_a_grid_cell_without_its_whole_position_is_refused_naming_the_field(metadata, field):
     recipe = load_recipe("sdpo", settings("sdpo"))
     with pytest.raises(BadRequest) as error:
-        recipe.validate_report({"score": 1.0, "references": ["r"], "metadata": metadata})
+        parse_report(recipe, {"score": 1.0, "references": ["r"], "metadata": metadata})
     assert error.value.field == field
 
 
@@ -180,10 +184,10 @@ def test_an_sdpo_grid_cell_needs_its_score_and_receipt_and_a_report_claiming_no_
         ({"score": 1.0, "metadata": cell}, "references"),
     ):
         with pytest.raises(BadRequest) as error:
-            recipe.validate_report(body)
+            parse_report(recipe, body)
         assert error.value.field == field
     for body in ({"score": 1.0, "references": ["r"]}, {"feedback": "nice"}, {"metadata": {"demonstration": "4"}}):
-        recipe.validate_report(body)
+        parse_report(recipe, body)
     processor = recipe.processor()
     processor.ingest(inference("i1"))
     processor.ingest(report("f1", ["i1"], score=1.0))
@@ -246,3 +250,33 @@ def test_sdpo_discards_a_grid_that_spans_two_releases_and_says_why():
         ["f-s2-a-0", "i-s2-a-0", "f-s2-a-1", "i-s2-a-1"]
     )
     assert processor.discarded() == []
+
+
+async def test_a_step_trains_with_the_teacher_release_resolved_to_its_directory(tmp_path):
+    from reef.core.settings import InferenceSettings
+    from reef.learning.base import Batch, GrowContext
+    from reef.storage import open_record_store
+    from tests.fakes.dict_engine import DictEngine
+    from tests.fakes.policy_backend import PolicyBackend
+
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    releases = open_release_store(str(tmp_path / "releases.git"), tmp_path / "work")
+    (tmp_path / "teacher").mkdir()
+    (tmp_path / "teacher" / "adapter_config.json").write_text("{}")
+    teacher = releases.publish("s", tmp_path / "teacher", None, operation="creation", recipe="sft")
+    config = settings("opd", teacher=f"release:{teacher.release_id}")
+    config = config.model_copy(update={"inference": InferenceSettings(backend="local", model_path=str(model))})
+    records = open_record_store("sqlite", directory=tmp_path / "records")
+    backend = PolicyBackend()
+    ctx = GrowContext(
+        "s", 1, tmp_path / "step", config, DictEngine(), records, None, lambda event: None, lambda: backend, releases
+    )
+
+    await load_recipe("opd", config).grow(Batch("b1", [{"prompt_ids": [1]}], ["r1"]), None, ctx)
+
+    [job] = backend.jobs
+    assert job.loss == "opd" and job.config["teacher"] == "release"
+    assert job.config["teacher_release_id"] == teacher.release_id
+    assert (Path(job.config["teacher_path"]) / "adapter_config.json").exists()

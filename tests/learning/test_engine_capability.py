@@ -11,8 +11,8 @@ from reef.core.capabilities import ENGINE_SUPPLIES, Capability
 from reef.core.settings import EvaluationSettings, InferenceSettings, LearningSettings, Settings
 from reef.learning.recipes_registry import builtin_recipes
 
-WEIGHTS = [name for name, recipe in builtin_recipes().items() if Capability.SERVE_ADAPTER in recipe.needs]
-NO_ENGINE_NEEDS = [name for name, recipe in builtin_recipes().items() if not recipe.needs]
+WEIGHTS = [name for name, recipe in builtin_recipes().items() if Capability.SERVE_ADAPTER in recipe.surface.needs]
+NO_ENGINE_NEEDS = [name for name, recipe in builtin_recipes().items() if not recipe.surface.needs]
 BACKENDS = ["upstream", "local", "vllm", "sglang"]
 # The least configuration each recipe accepts (the recipe is built, so its configuration is checked first).
 CONFIGS = {"opd": {"teacher": "ema"}, "openclawrl": {"judge_function": "reef.demo.user:judge"}}
@@ -45,7 +45,7 @@ def test_recording_and_harness_recipes_run_behind_every_engine(recipe, backend):
 
 
 def test_every_weights_recipe_but_sft_learns_on_policy_and_needs_token_capture():
-    off_policy = [name for name in WEIGHTS if Capability.TOKEN_CAPTURE not in builtin_recipes()[name].needs]
+    off_policy = [name for name in WEIGHTS if Capability.TOKEN_CAPTURE not in builtin_recipes()[name].surface.needs]
     assert off_policy == ["sft"]
 
 

@@ -13,6 +13,7 @@ from reef.core.errors import BadRequest
 from reef.core.records import Record
 from reef.core.settings import LearningSettings, Settings
 from reef.judge.base import Verdict
+from reef.learning.report import parse_report
 from reef.recipes.openclawrl import OpenClawRLRecipe
 from tests.fakes.learning_world import Crash, consumed_steps, make_settings, open_world, started
 from tests.fakes.session_judge import JUDGE, TurnTrainingBackend, turn_record
@@ -163,9 +164,9 @@ def test_reef_serve_exits_2_naming_the_judge_key_when_no_judge_is_configured(tmp
 
 def test_a_clients_report_cannot_pose_as_a_judge_verdict() -> None:
     with pytest.raises(BadRequest) as error:
-        recipe().validate_report({"references": ["rec_1"], "metadata": {"judge": {"reward": 1}}})
+        parse_report(recipe(), {"references": ["rec_1"], "metadata": {"judge": {"reward": 1}}})
     assert error.value.field == "metadata.judge"
-    recipe().validate_report({"score": 1})  # cites no turn: stored, and skipped
+    parse_report(recipe(), {"score": 1})  # cites no turn: stored, and skipped
 
 
 def test_a_report_citing_no_turn_is_counted_as_skipped_with_its_reason() -> None:

@@ -15,10 +15,11 @@ from reef.application import compose, startup
 from reef.cli.main import main
 from reef.core.errors import BadRequest
 from reef.core.settings import LearningSettings, Settings
-from reef.learning.base import Processor, Recipe, Surface
+from reef.learning.base import Processor, Recipe
 from reef.learning.recipe_config import RecipeConfig
 from reef.learning.recipe_reference import recipe_config_reference
 from reef.learning.recipes_registry import builtin_recipes, load_recipe
+from reef.learning.surface import NO_SURFACE, Surface
 
 ROOT = Path(__file__).resolve().parents[2]
 MISSPELT = ["--inference.model-path", "smollm2", "--learning.recipe", "rl", "--learning.recipe-config"]
@@ -28,7 +29,7 @@ class PlainRecipe(Recipe):
     """A `package.module:Class` recipe that declares no configuration model."""
 
     name: ClassVar[str] = "plain"
-    surface: ClassVar[Surface] = "none"
+    surface: ClassVar[Surface] = NO_SURFACE
 
     def processor(self) -> Processor | None:
         return None

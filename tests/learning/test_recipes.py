@@ -12,6 +12,7 @@ from reef.core.errors import BadRequest
 from reef.core.records import Record
 from reef.core.settings import LearningSettings, Settings
 from reef.learning.recipes_registry import builtin_recipes, load_recipe
+from reef.learning.report import parse_report
 
 _sequence = itertools.count(1)
 
@@ -41,9 +42,9 @@ def test_recipes_load_by_builtin_name_or_dotted_class():
     assert load_recipe("sft", settings("sft")).loss_name == "sft"
     assert load_recipe("reef.recipes.grpo:GRPORecipe", settings("grpo")).name == "grpo"
     basic = load_recipe("basic", settings("basic"))
-    assert basic.surface == "none" and basic.processor() is None
+    assert basic.surface.name == "none" and basic.processor() is None
     for name in ("rl", "sft", "grpo"):
-        assert load_recipe(name, settings(name)).surface == "weights"
+        assert load_recipe(name, settings(name)).surface.name == "weights"
 
 
 def test_an_unknown_recipe_is_refused_naming_the_setting():
@@ -57,19 +58,20 @@ def test_an_unknown_recipe_is_refused_naming_the_setting():
 def test_an_sft_report_without_a_demonstration_is_accepted_and_only_a_malformed_one_is_refused():
     recipe = load_recipe("sft", settings("sft"))
     for body in ({"references": ["r1"], "feedback": "good"}, {"score": 1.0}, {"metadata": {"demonstration": "4"}}):
-        recipe.validate_report(body)
+        parse_report(recipe, body)
     for demonstration in (4, "", ["4"], {"content": ""}, {"text": "4"}):
         with pytest.raises(BadRequest) as error:
-            recipe.validate_report({"score": 1.0, "metadata": {"demonstration": demonstration}})
+            parse_report(recipe, {"score": 1.0, "metadata": {"demonstration": demonstration}})
         assert error.value.field == "metadata.demonstration"
     from_feedback = load_recipe("sft", settings("sft", demonstration_from_feedback=True))
     for body in ({"feedback": "4"}, {"metadata": {"demonstration": "4"}}, {"score": 0.0}, {"feedback": {"up": 1}}):
-        from_feedback.validate_report(body)
+        parse_report(from_feedback, body)
     with pytest.raises(BadRequest) as error:
-        from_feedback.validate_report({"feedback": ""})
+        parse_report(from_feedback, {"feedback": ""})
     assert error.value.field == "feedback"
     assert (
-        "required" not in recipe.report_schema() and "metadata.demonstration" in recipe.report_schema()["description"]
+        "required" not in recipe.report_model.json_schema(recipe)
+        and "metadata.demonstration" in recipe.report_model.json_schema(recipe)["description"]
     )
 
 
@@ -89,8 +91,8 @@ def test_the_sft_processor_skips_a_report_without_a_demonstration_and_consumes_i
 def test_a_scored_recipe_accepts_a_report_without_a_score_and_skips_it(recipe_name):
     recipe = load_recipe(recipe_name, settings(recipe_name))
     for body in ({"feedback": "x"}, {"metadata": {"demonstration": "4"}}, {"score": 0.5}):
-        recipe.validate_report(body)
-    assert "required" not in recipe.report_schema()
+        parse_report(recipe, body)
+    assert "required" not in recipe.report_model.json_schema(recipe)
     processor = recipe.processor()
     processor.ingest(inference("i1"))
     processor.ingest(report("r1", ["i1"], feedback="x"))
@@ -233,8 +235,8 @@ def test_every_builtin_recipe_accepts_every_well_formed_report_and_its_processor
 ):
     recipe = load_recipe(recipe_name, settings(recipe_name, **EXTRA_CONFIG.get(recipe_name, {})))
     for body in WELL_FORMED_REPORTS:
-        recipe.validate_report(body)
-    schema = recipe.report_schema()
+        parse_report(recipe, body)
+    schema = recipe.report_model.json_schema(recipe)
     for body in WELL_FORMED_REPORTS:
         jsonschema.validate(body, schema)  # the contract's schema takes what the server takes
     processor = recipe.processor()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 
 import pytest
 
@@ -140,10 +141,11 @@ async def test_reports_are_validated_by_the_recipe(tmp_path):
 
 async def test_a_recipe_that_learns_nothing_serves_without_a_learner(tmp_path):
     from reef.learning.base import Recipe
+    from reef.learning.surface import NO_SURFACE
 
     class RecordsOnly(Recipe):
         name = "records-only"
-        surface = "none"
+        surface = NO_SURFACE
 
         def processor(self):
             return None
@@ -166,9 +168,8 @@ async def test_a_recipe_that_learns_nothing_serves_without_a_learner(tmp_path):
 
 
 async def test_a_harness_scenario_gives_the_engine_its_release_system_prompt(tmp_path, monkeypatch):
-    monkeypatch.setattr(
-        FileRecipe, "serving_prompt", lambda self, path: ((path / "rules.md").read_text(), ()), raising=False
-    )
+    rules = dataclasses.replace(FileRecipe.surface, render=lambda recipe, path: ((path / "rules.md").read_text(), ()))
+    monkeypatch.setattr(FileRecipe, "surface", rules)
     world = make_world(tmp_path, recipe_cls=FileRecipe)
     await world.runtime.start()
     await world.runtime.ensure_scenario("agent")

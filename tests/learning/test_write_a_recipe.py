@@ -50,6 +50,7 @@ async def test_a_step_of_the_example_recipe_publishes_a_book_that_serves_better(
     head = world.runtime.release_store.head("math")
     assert head is not None and world.engine.active_release_id("math") == head.release_id
     assert read_book(world.runtime.release_store.materialize(head)) == taught
-    system_prompt, examples = world.runtime.recipe.serving_prompt(world.runtime.release_store.materialize(head))
+    recipe = world.runtime.recipe
+    system_prompt, examples = recipe.surface.prompt(recipe, world.runtime.release_store.materialize(head))
     assert system_prompt == "Reply with the answer only." and dict(examples) == taught
     await world.runtime.stop()

@@ -3,6 +3,7 @@ paired task evaluator and `evaluation.policy`."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -21,29 +22,28 @@ def default_evaluator(
     *,
     context_for: Callable[..., Any],
     gate_for: Callable[..., Any],
-    harness_prompt: Callable[[Path], tuple[str | None, tuple[tuple[str, str], ...]]],
     release_dir: Callable[[str, str | None], Path | None] | None = None,
 ) -> Evaluator:
-    """The recipe's `evaluator(engine)` if it has one, else its `agent_evaluator(gate_for, release_dir)` (a harness
-    whose adapter's agent the gate runs) if that gives one, else paired tasks (a harness candidate through its
-    prompt)."""
-    own = recipe.evaluator(engine)
-    if own is not None:
-        return own
-    if release_dir is not None:
-        agent = recipe.agent_evaluator(gate_for, release_dir)
+    """The recipe's own gate (`GatePolicy.evaluator`) if it has one, else its `agent_evaluator(gate_for,
+    release_dir)` (a harness whose adapter's agent the gate runs) if that gives one, else paired tasks (a candidate
+    whose surface renders a prompt is served through it)."""
+    policy = recipe.gate()
+    if policy.evaluator is not None:
+        return policy.evaluator(engine)
+    if release_dir is not None and policy.agent_evaluator is not None:
+        agent = policy.agent_evaluator(gate_for, release_dir)
         if agent is not None:
             return agent
     return TaskEvaluator(
         engine,
         settings,
         context_for=context_for,
-        candidate_prompt=harness_prompt if recipe.surface == "harness" else None,
+        candidate_prompt=functools.partial(recipe.surface.prompt, recipe) if recipe.surface.files else None,
         max_parallel_tasks=settings.evaluation.max_parallel_tasks,
         gate_for=gate_for,
     )
 
 
 def default_selector(recipe: Recipe, settings: Settings) -> Selector:
-    """The recipe's `selector()` if it has one, else `evaluation.policy`."""
-    return recipe.selector() or load_selector(settings.evaluation.policy, settings)
+    """The recipe's own selector (`GatePolicy.selector`) if it has one, else `evaluation.policy`."""
+    return recipe.gate().selector or load_selector(settings.evaluation.policy, settings)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib
 import inspect
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 from reef.core.errors import BadRequest
 from reef.core.settings import Settings
@@ -82,6 +82,8 @@ class SignificantMeanImprovement(MeanImprovement):
 
 class Always(Selector):
     """Accept every candidate (useful for demos and for recipes that guard themselves)."""
+
+    needs_scores: ClassVar[bool] = False
 
     def accept(self, candidate: Sequence[float], current: Sequence[float]) -> tuple[bool, str]:
         return True, "policy always accepts"

@@ -1,0 +1,124 @@
+"""A recipe's report type: one pydantic model gives the JSON Schema a client reads (GET /reef/scenarios/{s}/contract)
+and the validation `POST /reef/report` runs (`parse_report`).
+
+A recipe declares `report_model`, a subclass of `Report` that narrows what it reads (`metadata` as a model of its
+own, a narrower `score`) and, in `check`, the rules that depend on its configuration (a grid's bounds). Its
+docstring is the schema's `description`: what the recipe trains from. A report that merely lacks what the recipe
+trains from is well-formed: it is stored, and the processor skips it, counting the reason (`skipped_counts`).
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from typing import TYPE_CHECKING, Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from reef.core.errors import BadRequest
+from reef.core.identifiers import RECORD_ID_PATTERN
+
+if TYPE_CHECKING:
+    from reef.learning.base import Recipe
+
+Receipt = Annotated[str, Field(pattern=RECORD_ID_PATTERN)]
+
+
+class Report(BaseModel):
+    """Any well-formed report."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        title="POST /reef/report",
+        json_schema_extra={"$schema": "https://json-schema.org/draft/2020-12/schema"},
+    )
+
+    score: float | None = Field(None, description="finite; booleans are refused")
+    feedback: str | dict[str, Any] | None = Field(None, description="free text or an object the recipe reads")
+    references: list[Receipt] | None = Field(
+        None,
+        description="receipts (x-reef-agent-record-id) of this scenario's inferences",
+        json_schema_extra={"uniqueItems": True},
+    )
+    metadata: dict[str, Any] | None = Field(None, description="recipe-specific fields")
+    agent_record_id: Receipt | None = Field(None, description="the report's own id, for safe retries")
+
+    @field_validator("score", mode="before")
+    @classmethod
+    def _finite_number(cls, value: Any) -> Any:
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
+            raise ValueError("must be a number (booleans are not scores)")
+        if value is not None and not math.isfinite(value):
+            raise ValueError("must be finite")
+        return value
+
+    def check(self, recipe: Recipe) -> None:
+        """Raise BadRequest naming a field this recipe reads that its configuration makes malformed (nothing by
+        default)."""
+
+    @classmethod
+    def json_schema(cls, recipe: Recipe) -> dict[str, Any]:
+        """The JSON Schema of a report `recipe` takes (the model's, with what it trains from as `description`)."""
+        return cls.model_json_schema()
+
+
+def parse_report(recipe: Recipe, payload: dict[str, Any]) -> Report:
+    """`payload` as `recipe.report_model`; BadRequest naming the first malformed field (`metadata.demonstration`)."""
+    try:
+        report = recipe.report_model.model_validate(payload)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        message = first["msg"].removeprefix("Value error, ")
+        if first["type"] == "extra_forbidden":
+            message = "unknown field"
+        raise BadRequest(message, field=field_name(first["loc"]) or None) from None
+    report.check(recipe)
+    return report
+
+
+_UNION_TAGS = ("str", "int", "float", "bool", "list", "dict", "none", "function-")
+
+
+def field_name(loc: tuple[int | str, ...]) -> str:
+    """A validation error's location as the dotted field a client sent (`metadata.demonstration`,
+    `references[0]`), without pydantic's union-member tags (`str`, `dict[str,any]`, a model's class name)."""
+    name = ""
+    for part in loc:
+        if isinstance(part, int):
+            name += f"[{part}]"
+        elif not (part.startswith(_UNION_TAGS) or part[:1].isupper() or "[" in part):
+            name += f".{part}" if name else part
+    return name
+
+
+def narrowed(
+    base: dict[str, Any],
+    *,
+    metadata: dict[str, Any] | None = None,
+    score: dict[str, Any] | None = None,
+    feedback: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """A copy of a report model's schema `base` with the shapes of the `metadata` properties a recipe reads
+    (`{name: schema}`) and narrower `score` / `feedback` rules, for rules its configuration decides."""
+    schema = copy.deepcopy(base)
+    properties = schema["properties"]
+    if score:
+        properties["score"].update(score)
+    if feedback:
+        properties["feedback"] = {**feedback, "description": feedback.get("description", "")}
+    if metadata:
+        properties["metadata"]["properties"] = metadata
+    return schema
+
+
+def with_grid_cell(schema: dict[str, Any], cell: tuple[str, ...], required: tuple[str, ...]) -> dict[str, Any]:
+    """`schema` where a report that claims a grid cell (its metadata names any of `cell`) must be a whole one: every
+    `cell` key in its metadata and the top-level `required` fields (a discovery grid is incomplete without them).
+    A report that claims no cell is taken as it is, and the recipe skips it."""
+    claims = {"anyOf": [{"required": [key]} for key in cell]}
+    whole: dict[str, Any] = {"required": list(required), "properties": {"metadata": {"required": list(cell)}}}
+    if "references" in required:
+        whole["properties"]["references"] = {"minItems": 1}
+    schema["if"] = {"properties": {"metadata": claims}, "required": ["metadata"]}
+    schema["then"] = whole
+    return schema
