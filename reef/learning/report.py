@@ -11,17 +11,27 @@ from __future__ import annotations
 
 import copy
 import math
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from reef.core.errors import BadRequest
 from reef.core.identifiers import RECORD_ID_PATTERN
 
-if TYPE_CHECKING:
-    from reef.learning.base import Recipe
-
 Receipt = Annotated[str, Field(pattern=RECORD_ID_PATTERN)]
+
+
+class ReportTaker(Protocol):
+    """What a report's checks read of the recipe that takes it (a `Recipe` is one)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def report_model(self) -> type[Report]: ...
+
+    @property
+    def recipe_config(self) -> BaseModel | dict[str, Any]: ...
 
 
 class Report(BaseModel):
@@ -52,17 +62,17 @@ class Report(BaseModel):
             raise ValueError("must be finite")
         return value
 
-    def check(self, recipe: Recipe) -> None:
+    def check(self, recipe: ReportTaker) -> None:
         """Raise BadRequest naming a field this recipe reads that its configuration makes malformed (nothing by
         default)."""
 
     @classmethod
-    def json_schema(cls, recipe: Recipe) -> dict[str, Any]:
+    def json_schema(cls, recipe: ReportTaker) -> dict[str, Any]:
         """The JSON Schema of a report `recipe` takes (the model's, with what it trains from as `description`)."""
         return cls.model_json_schema()
 
 
-def parse_report(recipe: Recipe, payload: dict[str, Any]) -> Report:
+def parse_report(recipe: ReportTaker, payload: dict[str, Any]) -> Report:
     """`payload` as `recipe.report_model`; BadRequest naming the first malformed field (`metadata.demonstration`)."""
     try:
         report = recipe.report_model.model_validate(payload)

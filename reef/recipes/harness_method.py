@@ -31,7 +31,7 @@ from reef.harness.traces import TraceProcessor, is_failure, question_of
 from reef.harness.tree import HarnessTree, Node, load_tree
 from reef.learning.base import Batch, Candidate, Evaluator, Extensions, GatePolicy, GrowContext, Processor, Recipe
 from reef.learning.recipe_config import RecipeConfig
-from reef.learning.report import Report
+from reef.learning.report import Report, ReportTaker
 from reef.learning.surface import HARNESS, ServingPrompt, Surface
 
 log = logging.getLogger(__name__)
@@ -91,13 +91,13 @@ class HarnessReport(Report):
     """Harness methods learn from traces: the inferences a report cites, with its score, feedback and any correct
     answer it names; a report that cites nothing and carries no feedback is stored and skipped (no_references)."""
 
-    def check(self, recipe: Recipe) -> None:
+    def check(self, recipe: ReportTaker) -> None:
         strict = cast(HarnessConfig, recipe.recipe_config).strict_scores
         if self.score is not None and strict and not 0.0 <= self.score <= 1.0:
             raise BadRequest("must be within [0, 1]", field="score")
 
     @classmethod
-    def json_schema(cls, recipe: Recipe) -> dict[str, Any]:
+    def json_schema(cls, recipe: ReportTaker) -> dict[str, Any]:
         schema = cls.model_json_schema()
         if cast(HarnessConfig, recipe.recipe_config).strict_scores:
             score = schema["properties"]["score"]

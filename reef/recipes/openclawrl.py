@@ -36,8 +36,8 @@ from reef.judge.base import VERDICT_KEY, JudgeRequest
 from reef.judge.judges import JudgeSettings, open_judge
 from reef.judge.sessions import NextState, Sessions, Turn, message_text
 from reef.judge.worker import JudgeWorker
-from reef.learning.base import Batch, Extensions, FeedbackSource, Processor, Recipe
-from reef.learning.report import Report
+from reef.learning.base import Batch, Extensions, FeedbackSource, Processor
+from reef.learning.report import Report, ReportTaker
 from reef.recipes.distillation import DistillationConfig, DistillationRecipe
 from reef.recipes.reports import CitedInference
 
@@ -257,12 +257,12 @@ class OpenClawRLReport(Report):
     """openclawrl trains from the chat turns themselves, judged by their next state; a report's score on the turn it
     cites overrides the judge's vote (a report citing nothing is stored and skipped: no_references)."""
 
-    def check(self, recipe: Recipe) -> None:
+    def check(self, recipe: ReportTaker) -> None:
         if self.metadata is not None and VERDICT_KEY in self.metadata:
             raise BadRequest("metadata.judge is written by Reef's judge, not by clients", field="metadata.judge")
 
     @classmethod
-    def json_schema(cls, recipe: Recipe) -> dict[str, Any]:
+    def json_schema(cls, recipe: ReportTaker) -> dict[str, Any]:
         schema = cls.model_json_schema()
         schema["properties"]["score"]["description"] = "optional: overrides the judge's vote on the cited turn"
         return schema

@@ -26,8 +26,7 @@ from pydantic import Field
 
 from reef.core.errors import BadRequest
 from reef.core.records import Record
-from reef.learning.base import Recipe
-from reef.learning.report import Report, narrowed
+from reef.learning.report import Report, ReportTaker, narrowed
 from reef.recipes.distillation import DistillationConfig, DistillationRecipe, text_field
 from reef.recipes.reports import CitedInference, ReportJoiningProcessor
 from reef.recipes.sft import HELD_OUT_MAX_TOKENS
@@ -109,11 +108,11 @@ class SDFTReport(Report):
     """sdft trains from metadata.teacher_context (or metadata.demonstration) on the cited captured chat rollout; any
     other well-formed report is stored and skipped (no_context, no_references, no_training_capture, no_messages)."""
 
-    def check(self, recipe: Recipe) -> None:
+    def check(self, recipe: ReportTaker) -> None:
         check_text_fields(self.model_dump(exclude_none=True), "teacher_context", "demonstration")
 
     @classmethod
-    def json_schema(cls, recipe: Recipe) -> dict[str, Any]:
+    def json_schema(cls, recipe: ReportTaker) -> dict[str, Any]:
         metadata = {
             "teacher_context": {**TEXT, "description": "what the teacher sees besides the prompt"},
             "demonstration": {**TEXT, "description": "the answer the model should have given (or {content: …})"},

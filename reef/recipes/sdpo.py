@@ -33,8 +33,7 @@ from pydantic import Field
 from reef.core.errors import BadRequest
 from reef.core.payloads import PolicySample
 from reef.core.records import Record
-from reef.learning.base import Recipe
-from reef.learning.report import Report, narrowed, with_grid_cell
+from reef.learning.report import Report, ReportTaker, narrowed, with_grid_cell
 from reef.recipes.distillation import DistillationConfig, DistillationRecipe, Divergence, text_field
 from reef.recipes.reports import CitedInference, ReportJoiningProcessor, score_of
 from reef.recipes.rl import require_score
@@ -168,11 +167,11 @@ class SDPOReport(Report):
     """sdpo trains from complete grids of attempts: reports with a score, the receipt of the attempt and
     metadata.{step, group, rollout}; a report that claims no grid cell is stored and skipped (not_a_grid_cell)."""
 
-    def check(self, recipe: Recipe) -> None:
+    def check(self, recipe: ReportTaker) -> None:
         cast("SDPORecipe", recipe).check_report(self.model_dump(exclude_none=True))
 
     @classmethod
-    def json_schema(cls, recipe: Recipe) -> dict[str, Any]:
+    def json_schema(cls, recipe: ReportTaker) -> dict[str, Any]:
         key = {"type": ["string", "integer"], "minLength": 1}
         cell = {"step": key, "group": key, "rollout": {"type": "integer", "minimum": 0}}
         return with_grid_cell(narrowed(cls.model_json_schema(), metadata=cell), CELL_KEYS, ("score", "references"))

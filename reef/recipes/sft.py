@@ -21,9 +21,8 @@ from pydantic import Field
 
 from reef.core.errors import BadRequest
 from reef.core.records import Record
-from reef.learning.base import Recipe
 from reef.learning.recipe_config import RecipeConfig
-from reef.learning.report import Report, narrowed
+from reef.learning.report import Report, ReportTaker, narrowed
 from reef.recipes.reports import CitedInference, ReportJoiningProcessor
 from reef.recipes.weights import WeightsRecipe
 
@@ -122,11 +121,11 @@ class SFTReport(Report):
     """sft trains from a demonstration on the prompt of the cited inference (or metadata.messages); any other
     well-formed report is stored and skipped (no_demonstration, no_prompt)."""
 
-    def check(self, recipe: Recipe) -> None:
+    def check(self, recipe: ReportTaker) -> None:
         check_demonstration(self.model_dump(exclude_none=True), _from_feedback(recipe))
 
     @classmethod
-    def json_schema(cls, recipe: Recipe) -> dict[str, Any]:
+    def json_schema(cls, recipe: ReportTaker) -> dict[str, Any]:
         base = cls.model_json_schema()
         if _from_feedback(recipe):
             feedback = {
@@ -146,7 +145,7 @@ class SFTReport(Report):
         return {**schema, "description": TRAINS_FROM.format(field="`metadata.demonstration`")}
 
 
-def _from_feedback(recipe: Recipe) -> bool:
+def _from_feedback(recipe: ReportTaker) -> bool:
     return cast(SFTConfig, recipe.recipe_config).demonstration_from_feedback
 
 

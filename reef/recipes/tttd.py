@@ -31,10 +31,10 @@ from reef.core.errors import BadRequest
 from reef.discovery.archive import Archive, Attempt
 from reef.discovery.problem import Problem, ProblemError, load_problem, parses
 from reef.discovery.search import ARCHIVE_FILE, entry_view, next_step, read_archive, seed_archive, write_archive
-from reef.learning.base import Batch, Candidate, Evaluator, Extensions, GatePolicy, Recipe, Search
+from reef.learning.base import Batch, Candidate, Evaluator, Extensions, GatePolicy, Search
 from reef.learning.evaluation.selectors import Always
 from reef.learning.growth import GrowContext
-from reef.learning.report import Report, narrowed, with_grid_cell
+from reef.learning.report import Report, ReportTaker, narrowed, with_grid_cell
 from reef.learning.surface import Surface
 from reef.recipes.entropic import entropic_advantages
 from reef.recipes.rl import require_score
@@ -77,11 +77,11 @@ class GridReport(Report):
     rollout, parent_id} (the attempt's receipt for the weights); a report that claims no grid cell is stored and
     skipped (not_a_grid_cell)."""
 
-    def check(self, recipe: Recipe) -> None:
+    def check(self, recipe: ReportTaker) -> None:
         cast("TTTDRecipe", recipe).check_report(self.model_dump(exclude_none=True))
 
     @classmethod
-    def json_schema(cls, recipe: Recipe) -> dict[str, Any]:
+    def json_schema(cls, recipe: ReportTaker) -> dict[str, Any]:
         return cast("TTTDRecipe", recipe).grid_schema(cls.model_json_schema())
 
 
