@@ -287,20 +287,18 @@ class Recipe(abc.ABC):
         the step runs `training_job` on the deployment's training backend instead."""
         return None
 
-    def training_config(self) -> dict[str, Any]:
-        """`TrainingJob.config` of a step on the training backend (empty by default)."""
-        return {}
-
     def training_job(
         self, batch: Batch, base_model_path: Path, parent_adapter_path: Path | None, output_dir: Path
     ) -> TrainingJob:
-        """The job that grows a candidate from `batch`, continuing from the serving release's adapter if any."""
+        """The job that grows a candidate from `batch`, continuing from the serving release's adapter if any: the
+        deployment's `training` settings and this recipe's configuration travel with it, typed."""
         return TrainingJob(
             base_model_path=base_model_path,
             parent_adapter_path=parent_adapter_path,
             samples=batch.samples,
             loss=self.loss_name or self.name,
-            config=self.training_config(),
+            training=self.settings.training,
+            recipe_config=self.recipe_config,
             output_dir=output_dir,
         )
 

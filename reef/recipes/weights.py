@@ -11,11 +11,16 @@ from reef.learning.base import Recipe, Surface
 from reef.learning.recipe_config import RecipeConfig, config_dict
 
 
-class PolicyGradientConfig(RecipeConfig):
-    """The clipped policy-gradient loss's settings (`rl`, `grpo`, `tttd`)."""
+class ClipRangeConfig(RecipeConfig):
+    """The clip range of a clipped policy-gradient term (`rl`, `grpo`, `tttd`, `openclawrl`)."""
 
     clip_low: float = Field(0.2, ge=0, le=1, description="the importance ratio is clipped below at 1 − clip_low")
     clip_high: float = Field(0.28, ge=0, description="the importance ratio is clipped above at 1 + clip_high")
+
+
+class PolicyGradientConfig(ClipRangeConfig):
+    """The clipped policy-gradient loss's settings (`rl`, `grpo`, `tttd`)."""
+
     kl_coef: float = Field(0.0, ge=0, description="weight of the KL penalty to the base model (0: none)")
 
 
@@ -33,8 +38,3 @@ class WeightsRecipe(Recipe):
     def config(self) -> dict[str, Any]:
         """The recipe's validated configuration (`config_model`, defaults filled in) as a plain dict."""
         return config_dict(self.recipe_config)
-
-    def training_config(self) -> dict[str, Any]:
-        """`TrainingJob.config`: the `training` settings plus the recipe's settings (clip range, KL, …)."""
-        training = self.settings.training.model_dump(mode="json", exclude={"backend", "ray_address"})
-        return {**training, **self.config()}
