@@ -60,7 +60,7 @@ def resume(
         _roll_forward(commits, history, head, "published", head.parent_release_id)
     tip = releases.lineage(scenario)
     if tip is not None:
-        _roll_forward(commits, history, tip, "kept", tip.metrics.get("lineage_base"))
+        _roll_forward(commits, history, tip, "kept", tip.lineage_base)
     last_step = history[-1].step if history else 0
     claimed = {record_id: commit.step for commit in history for record_id in commit.consumed_record_ids}
     owed: dict[int, list[str]] = collections.defaultdict(list)
@@ -101,9 +101,9 @@ def _roll_forward(
         candidate_scores=[],
         current_scores=[],
         metrics={"lineage": release.release_id if verdict == "kept" else None},
-        consumed_record_ids=list(release.metrics.get("consumed_record_ids", [])),
+        consumed_record_ids=list(release.consumed_record_ids or ()),
         created_at=time.time(),
-        trained_from=release.metrics.get("trained_from") if verdict == "published" else release.parent_release_id,
+        trained_from=release.trained_from if verdict == "published" else release.parent_release_id,
     )
     commits.append(recovered)
     history.append(recovered)

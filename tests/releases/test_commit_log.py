@@ -97,3 +97,16 @@ def test_last_finds_the_latest_step_reading_back_over_several_blocks(tmp_path, m
         handle.write(b'{"torn": ')
     assert log.last("demo").step == 20
     assert len(log.list("demo", limit=1000)) == 20
+
+
+def test_a_step_written_before_trained_from_was_a_field_still_loads(tmp_path):
+    log = FileCommitLog(tmp_path / "commits")
+    old = (
+        '{"candidate_scores":[1.0],"consumed_record_ids":["rec-1"],"created_at":1700000000.0,'
+        '"current_scores":[0.0],"metrics":{"lineage":null},"parent_release_id":null,"reason":"wins",'
+        f'"release_id":"{"a" * 40}","scenario":"demo","step":1,"verdict":"published"}}\n'
+    )
+    log.path("demo").write_text(old)
+    (loaded,) = log.list("demo", record_id="rec-1")
+    assert loaded.trained_from is None and loaded.consumed_record_ids == ["rec-1"]
+    assert loaded.metrics == {"lineage": None} and log.last("demo") == loaded
