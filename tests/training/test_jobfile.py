@@ -21,7 +21,15 @@ from reef.training.jobfile import (
     job_from_json,
     job_to_json,
 )
-from reef.training.loss_names import BUILTIN_LOSSES, PLAIN_LOSSES, known_loss
+from reef.training.loss_names import (
+    BUILTIN_LOSSES,
+    CLIP_RANGE,
+    LOSS_SETTINGS,
+    PLAIN_LOSSES,
+    TEACHER_PASS,
+    known_loss,
+    missing_settings,
+)
 from reef.training.losses import PLAIN, resolve_loss
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -136,3 +144,32 @@ def test_a_loss_name_can_be_checked_before_any_job_runs() -> None:
 def test_the_job_still_refuses_an_unknown_loss_naming_the_known_ones() -> None:
     with pytest.raises(ValueError, match="unknown loss 'filtered_sft_noloss'.*'sft'"):
         resolve_loss("filtered_sft_noloss")
+
+
+def test_the_settings_a_builtin_loss_reads_are_declared_by_the_recipes_that_use_it() -> None:
+    from reef.learning.recipes_registry import builtin_recipes
+    from reef.recipes.sft import SFTConfig
+
+    trained = {name: cls for name, cls in builtin_recipes().items() if cls.loss_name is not None}
+    assert {cls.loss_name for cls in trained.values()} >= BUILTIN_LOSSES
+    assert {name: missing_settings(cls.loss_name, cls.config_model) for name, cls in trained.items()} == dict.fromkeys(
+        trained, []
+    )
+    assert missing_settings("rl", SFTConfig) == ["clip_high", "clip_low"]
+    assert missing_settings("rl", None) == ["clip_high", "clip_low"]
+    assert missing_settings("package.module:loss", None) == []
+
+
+def test_the_settings_listed_per_loss_are_the_ones_the_losses_read() -> None:
+    from reef.training.distillation import DistillationTerms
+    from reef.training.hindsight import HindsightTerms
+    from reef.training.losses import ClipRange
+
+    def members(protocol: type) -> set[str]:
+        return {
+            name for klass in protocol.__mro__ for name, value in vars(klass).items() if isinstance(value, property)
+        }
+
+    assert members(ClipRange) == CLIP_RANGE
+    assert members(DistillationTerms) | {"teacher", "ema_rate"} == TEACHER_PASS
+    assert members(HindsightTerms) == LOSS_SETTINGS["openclawrl"] - TEACHER_PASS
