@@ -72,8 +72,20 @@ def shown_metrics(
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class LineageTip:
+    """The tip of a scenario's working lineage after a judged step: the kept release, or None (no lineage)."""
+
+    release_id: str | None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class Commit:
-    """One learner step in the per-scenario commit log (the commit point of the step)."""
+    """One learner step in the per-scenario commit log (the commit point of the step).
+
+    `lineage` is what a judged step left as the working lineage's tip (None: the commit judged nothing, a skipped
+    step or a rollout's decision); a resume trusts the tip the last judged step names. Its JSON form shows it as
+    `metrics.lineage`.
+    """
 
     scenario: str
     step: int
@@ -87,6 +99,23 @@ class Commit:
     consumed_record_ids: list[str]
     created_at: float
     trained_from: str | None = None  # the release (or lineage tip) the candidate was trained from
+    lineage: LineageTip | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        data = dataclasses.asdict(self)
+        del data["lineage"]
+        if self.lineage is not None:
+            data["metrics"] = {**self.metrics, "lineage": self.lineage.release_id}
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Commit:
+        """The inverse of `to_json` (keys it does not know are ignored)."""
+        fields = {key: value for key, value in data.items() if key in _COMMIT_FIELDS}
+        metrics = dict(fields.get("metrics") or {})
+        if "lineage" in metrics:
+            fields["lineage"] = LineageTip(metrics.pop("lineage"))
+        return cls(**{**fields, "metrics": metrics})
+
+
+_COMMIT_FIELDS = frozenset(field.name for field in dataclasses.fields(Commit)) - {"lineage"}
