@@ -43,7 +43,7 @@ def harness_view(release: Release, release_dir: Path, adapter: str) -> dict[str,
     skills = tree.of_kind("skill")
     if skills and SKILL_PATH not in files:
         files[SKILL_PATH] = render(HarnessTree.of(skills[:1]), "pi")[f"skills/{skills[0].name}/SKILL.md"]
-    metrics = release.metrics or {}
+    metrics = release.shown_metrics()
     evaluation = {
         key: metrics[key] for key in metrics if key not in ("consumed_record_ids", "proposer_reply", "proposer_replies")
     }

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Any, Literal
 
-from reef.core.releases import Commit, Release, Verdict
+from reef.core.releases import Commit, LineageTip, Release, Verdict
 from reef.learning.base import Evaluator, Selector
 from reef.learning.evaluation.scores import paired_summary
 from reef.learning.lineage import StepParents
@@ -55,10 +55,11 @@ class Judgement:
             parent_release_id=release_id_of(parents.head),
             candidate_scores=list(self.candidate_scores),
             current_scores=list(self.current_scores),
-            metrics=self.metrics if verdict == "skipped" else {**self.metrics, "lineage": lineage_id},
+            metrics=self.metrics,
             consumed_record_ids=list(consumed),
             created_at=time.time(),
             trained_from=release_id_of(parents.trained_from),
+            lineage=None if verdict == "skipped" else LineageTip(lineage_id),
         )
 
 

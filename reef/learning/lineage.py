@@ -3,10 +3,10 @@
 A step trains from the lineage's tip when there is one, else from the serving release. A candidate that ties its
 gate (not accepted, not lost) becomes the new tip, stored in the release repository unserved and unlisted
 (`ReleaseStore.keep_lineage`); one that loses ends the lineage, and so does one that is published. A tip belongs
-to the serving release it grew from (`lineage_base`): once the head moves (a publish, a rollback, a promote) it is
-stale and dropped. The commit log is the truth: each judged step records the tip after it (`metrics.lineage`),
-and a resume trusts only the tip the last one names (a tip kept by a step that crashed before its commit is rolled
-forward by `recovery`).
+to the serving release it grew beside (`Release.lineage_base`): once the head moves (a publish, a rollback, a
+promote) it is stale and dropped. The commit log is the truth: each judged step records the tip after it
+(`metrics.lineage`), and a resume trusts only the tip the last one names (a tip kept by a step that crashed before
+its commit is rolled forward by `recovery`).
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ class WorkingLineage:
         tip = self.releases.lineage(self.scenario)
         if tip is None:
             return StepParents(head, head)
-        if head is not None and tip.release_id == self.tip_id and tip.metrics.get("lineage_base") == head.release_id:
+        if head is not None and tip.release_id == self.tip_id and tip.lineage_base == head.release_id:
             return StepParents(head, tip)
         log.info("lineage %s: dropping the stale tip %s", self.scenario, tip.release_id)
         self.end()
@@ -69,8 +69,10 @@ class WorkingLineage:
             parents.trained_from.release_id,
             step=step,
             recipe=recipe,
+            metrics=metrics,
             # As for a publish: the consumed ids ride along so a crash before the commit log rolls forward.
-            metrics={**metrics, "lineage_base": parents.head.release_id, "consumed_record_ids": list(record_ids)},
+            lineage_base=parents.head.release_id,
+            consumed_record_ids=record_ids,
         )
         self.tip_id = tip.release_id
         return tip

@@ -17,7 +17,7 @@ import dataclasses
 import logging
 import time
 
-from reef.core.releases import Commit, Release, Verdict
+from reef.core.releases import Commit, LineageTip, Release, Verdict
 from reef.learning.base import Processor, Recipe
 from reef.releases.base import CommitLog, ReleaseStore
 from reef.storage.base import RecordStore
@@ -60,7 +60,7 @@ def resume(
         _roll_forward(commits, history, head, "published", head.parent_release_id)
     tip = releases.lineage(scenario)
     if tip is not None:
-        _roll_forward(commits, history, tip, "kept", tip.metrics.get("lineage_base"))
+        _roll_forward(commits, history, tip, "kept", tip.lineage_base)
     last_step = history[-1].step if history else 0
     claimed = {record_id: commit.step for commit in history for record_id in commit.consumed_record_ids}
     owed: dict[int, list[str]] = collections.defaultdict(list)
@@ -79,8 +79,8 @@ def resume(
     for step, record_ids in owed.items():
         log.warning("learner %s: marking %d records of committed step %d", scenario, len(record_ids), step)
         records.mark_consumed(scenario, record_ids, step)
-    judged = [commit for commit in history if "lineage" in commit.metrics]
-    lineage_id = judged[-1].metrics["lineage"] if judged else None
+    judged = [commit.lineage for commit in history if commit.lineage is not None]
+    lineage_id = judged[-1].release_id if judged else None
     return Resumed(processor, cursor, last_step, history[-1] if history else None, lineage_id)
 
 
@@ -100,10 +100,11 @@ def _roll_forward(
         parent_release_id=parent_release_id,
         candidate_scores=[],
         current_scores=[],
-        metrics={"lineage": release.release_id if verdict == "kept" else None},
-        consumed_record_ids=list(release.metrics.get("consumed_record_ids", [])),
+        metrics={},
+        consumed_record_ids=list(release.consumed_record_ids or ()),
         created_at=time.time(),
-        trained_from=release.metrics.get("trained_from") if verdict == "published" else release.parent_release_id,
+        trained_from=release.trained_from if verdict == "published" else release.parent_release_id,
+        lineage=LineageTip(release.release_id if verdict == "kept" else None),
     )
     commits.append(recovered)
     history.append(recovered)

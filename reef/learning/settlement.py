@@ -119,13 +119,11 @@ class Settlement:
                 operation="training",
                 step=step,
                 recipe=self.recipe_name,
-                # The consumed ids ride along so a crash before the commit log can be rolled forward on resume.
-                metrics={
-                    **judgement.metrics,
-                    "trained_from": release_id_of(parents.trained_from),
-                    "consumed_record_ids": list(batch.record_ids),
-                },
+                metrics=judgement.metrics,
                 pending=review or canary,
+                # The consumed ids ride along so a crash before the commit log can be rolled forward on resume.
+                consumed_record_ids=batch.record_ids,
+                trained_from=release_id_of(parents.trained_from),
             )
             verdict: Verdict = "pending" if review else "published"
             self.lineage.tip_id = None  # a published (or pending) candidate ends the lineage

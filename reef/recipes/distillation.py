@@ -34,6 +34,7 @@ from reef.learning.recipe_config import RecipeConfig
 from reef.learning.surface import Surface
 from reef.recipes.weights import ON_POLICY_WEIGHTS, WeightsRecipe
 from reef.releases.base import ReleaseStore
+from reef.training.jobfile import JobTeacher
 from reef.training.teacher_spec import FIELD, TeacherSpec, parse_teacher, same_tokenizer
 
 MAX_CONTEXT_TURNS = 8
@@ -149,19 +150,19 @@ class DistillationRecipe(WeightsRecipe):
         self._teacher_release(releases, list(scenarios))
 
     def with_teacher(self, job: TrainingJob, ctx: GrowContext) -> TrainingJob:
-        """The job with the teacher named by kind (`self`, `ema`) or resolved to a directory (`teacher_path`)."""
-        config = {**job.config, "teacher": self.teacher.kind}
-        if self.teacher.kind == "path":
-            config["teacher_path"] = self.teacher.name
-        elif self.teacher.needs_directory:
+        """The job with its teacher: `self`, `ema`, or the model directory a path, release or scenario names."""
+        if self.teacher.kind == "self" or self.teacher.kind == "ema":
+            teacher = JobTeacher(self.teacher.kind)
+        elif self.teacher.kind == "path":
+            teacher = JobTeacher("model", Path(self.teacher.name))
+        else:
             if ctx.releases is None:
                 raise BadRequest("a release teacher needs the release store", field=FIELD)
             release = self._teacher_release(
                 ctx.releases, [ctx.scenario, *(info.name for info in ctx.records.scenarios())]
             )
-            config["teacher_path"] = str(ctx.releases.materialize(release))
-            config["teacher_release_id"] = release.release_id
-        return dataclasses.replace(job, config=config)
+            teacher = JobTeacher("model", ctx.releases.materialize(release))
+        return dataclasses.replace(job, teacher=teacher)
 
     def _teacher_release(self, releases: ReleaseStore, scenarios: list[str]) -> Any:
         spec = self.teacher

@@ -40,6 +40,7 @@ from reef.learning.base import Batch, Extensions, FeedbackSource, Processor
 from reef.learning.report import Report, ReportTaker
 from reef.recipes.distillation import DistillationConfig, DistillationRecipe
 from reef.recipes.reports import CitedInference
+from reef.recipes.weights import ClipRangeConfig
 
 MAX_HELD_TURNS = 20_000
 
@@ -227,7 +228,7 @@ class OpenClawRLProcessor(Processor):
             self._reports.pop(record_id, None)
 
 
-class OpenClawRLConfig(DistillationConfig):
+class OpenClawRLConfig(DistillationConfig, ClipRangeConfig):
     """`learning.recipe_config` of the `openclawrl` recipe: the teacher pass, the loss weights and the judge."""
 
     context_template: str = Field(
@@ -236,8 +237,6 @@ class OpenClawRLConfig(DistillationConfig):
     top_k: int = Field(50, ge=0, description="divergence over the student's top-k tokens and a tail (0: all)")
     w_rl: float = Field(1.0, ge=0, description="weight of the policy-gradient term on the judge's rewards")
     w_opd: float = Field(1.0, ge=0, description="weight of the hindsight distillation term")
-    clip_low: float = Field(0.2, ge=0, le=1, description="the importance ratio is clipped below at 1 − clip_low")
-    clip_high: float = Field(0.28, ge=0, description="the importance ratio is clipped above at 1 + clip_high")
     session_ttl_s: float = Field(900.0, gt=0, description="seconds after its last turn a session is closed")
     judge_url: str | None = Field(None, description="an OpenAI/Anthropic-compatible judge endpoint (or judge_function)")
     judge_function: str | None = Field(None, description="a Python judge, `package.module:function` (or judge_url)")

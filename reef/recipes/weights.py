@@ -18,18 +18,23 @@ from reef.learning.growth import base_model_path, parent_adapter
 from reef.learning.recipe_config import RecipeConfig, config_dict
 from reef.learning.surface import ON_POLICY_WEIGHTS, WEIGHTS, Surface
 from reef.training.jobfile import TrainingJob
-from reef.training.loss_names import BUILTIN_LOSS_NAMES
+from reef.training.loss_names import BUILTIN_LOSSES, missing_settings, unknown_loss_message
 
 __all__ = ["ON_POLICY_WEIGHTS", "WEIGHTS", "PolicyGradientConfig", "WeightsRecipe", "check_loss"]
 
 RECIPE_FIELD = "learning.recipe"
 
 
-class PolicyGradientConfig(RecipeConfig):
-    """The clipped policy-gradient loss's settings (`rl`, `grpo`, `tttd`)."""
+class ClipRangeConfig(RecipeConfig):
+    """The clip range of a clipped policy-gradient term (`rl`, `grpo`, `tttd`, `openclawrl`)."""
 
     clip_low: float = Field(0.2, ge=0, le=1, description="the importance ratio is clipped below at 1 − clip_low")
     clip_high: float = Field(0.28, ge=0, description="the importance ratio is clipped above at 1 + clip_high")
+
+
+class PolicyGradientConfig(ClipRangeConfig):
+    """The clipped policy-gradient loss's settings (`rl`, `grpo`, `tttd`)."""
+
     kl_coef: float = Field(0.0, ge=0, description="weight of the KL penalty to the base model (0: none)")
 
 
@@ -54,21 +59,18 @@ class WeightsRecipe(Recipe):
         """The recipe's validated configuration (`config_model`, defaults filled in) as a plain dict."""
         return config_dict(self.recipe_config)
 
-    def training_config(self) -> dict[str, Any]:
-        """`TrainingJob.config`: the `training` settings plus the recipe's settings (clip range, KL, …)."""
-        training = self.settings.training.model_dump(mode="json", exclude={"backend", "ray_address"})
-        return {**training, **self.config()}
-
     def training_job(
         self, batch: Batch, base_model_path: Path, parent_adapter_path: Path | None, output_dir: Path
     ) -> TrainingJob:
-        """The job that grows a candidate from `batch`, continuing from the serving release's adapter if any."""
+        """The job that grows a candidate from `batch`, continuing from the serving release's adapter if any: the
+        deployment's `training` settings and this recipe's configuration travel with it, typed."""
         return TrainingJob(
             base_model_path=base_model_path,
             parent_adapter_path=parent_adapter_path,
             samples=batch.samples,
             loss=self.loss_name or self.name,
-            config=self.training_config(),
+            training=self.settings.training,
+            recipe_config=self.recipe_config,
             output_dir=output_dir,
         )
 
@@ -81,22 +83,26 @@ class WeightsRecipe(Recipe):
 
 def check_loss(recipe: type[WeightsRecipe]) -> None:
     """Refuse (BadRequest naming `learning.recipe`) a weights recipe whose `loss_name` is missing, not a built-in
-    loss, or a `package.module:function` that does not import."""
+    loss, a `package.module:function` that does not import, or a built-in loss that reads configuration fields the
+    recipe's `config_model` does not declare."""
     loss = recipe.loss_name
     if loss is None:
         raise BadRequest(
             f"recipe {recipe.name!r} declares no loss_name (a built-in loss or 'package.module:function')",
             field=RECIPE_FIELD,
         )
-    if loss in BUILTIN_LOSS_NAMES:
+    if loss in BUILTIN_LOSSES:
+        missing = missing_settings(loss, recipe.config_model)
+        if missing:
+            raise BadRequest(
+                f"recipe {recipe.name!r}: the loss {loss!r} reads {missing}, which its config_model does not declare "
+                "(subclass the config model of the built-in recipe that uses this loss)",
+                field=RECIPE_FIELD,
+            )
         return
     module_name, _, function = loss.partition(":")
     if not function:
-        raise BadRequest(
-            f"recipe {recipe.name!r}: unknown loss {loss!r}: use one of {sorted(BUILTIN_LOSS_NAMES)} or "
-            "'package.module:function'",
-            field=RECIPE_FIELD,
-        )
+        raise BadRequest(f"recipe {recipe.name!r}: {unknown_loss_message(loss)}", field=RECIPE_FIELD)
     try:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as error:

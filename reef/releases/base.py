@@ -41,10 +41,13 @@ class ReleaseStore(abc.ABC):
         recipe: str = "",
         metrics: dict[str, Any] | None = None,
         pending: bool = False,
+        consumed_record_ids: Sequence[str] | None = None,
+        trained_from: str | None = None,
     ) -> Release:
         """Commit the directory `content` as a new release; moves the head by compare-and-swap.
 
-        Raises `Conflict` if the head is not `parent_release_id`. A pending release does not move the head.
+        Raises `Conflict` if the head is not `parent_release_id`. A pending release does not move the head. A
+        learner step's release carries the records it consumed and the release it was trained from.
         """
 
     @abc.abstractmethod
@@ -65,9 +68,12 @@ class ReleaseStore(abc.ABC):
         step: int,
         recipe: str = "",
         metrics: dict[str, Any] | None = None,
+        lineage_base: str,
+        consumed_record_ids: Sequence[str],
     ) -> Release:
         """Store a candidate that did not lose as the tip of the scenario's working lineage (unserved, unlisted);
-        it replaces the previous tip. `parent_release_id` is the release it was trained from."""
+        it replaces the previous tip. `parent_release_id` is the release it was trained from, `lineage_base` the
+        serving release it grew beside, `consumed_record_ids` what its step consumed."""
 
     def archive(self, scenario: str) -> str | None:
         """Set a deleted scenario's releases aside under an archive name (returned); None: nothing was kept."""

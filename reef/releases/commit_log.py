@@ -6,7 +6,6 @@ first cuts it off, so a torn step is never glued to the following one.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import threading
@@ -18,7 +17,6 @@ from reef.core.scenarios import validate_scenario_name
 from reef.releases.base import CommitLog
 from reef.releases.names import encode_name
 
-_FIELDS = frozenset(field.name for field in dataclasses.fields(Commit))
 _TAIL_BLOCK_BYTES = 64 * 1024
 
 
@@ -100,7 +98,7 @@ def _parse(raw: bytes) -> Commit | None:
         return None
     try:
         data: dict[str, Any] = json.loads(raw)
-        return Commit(**{key: value for key, value in data.items() if key in _FIELDS})
+        return Commit.from_json(data)
     except (ValueError, TypeError):
         return None
 

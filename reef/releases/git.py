@@ -30,7 +30,7 @@ from reef.releases import names
 from reef.releases.base import ReleaseStore
 from reef.releases.content import MANIFEST_NAME, scan_content
 from reef.releases.git_command import ZERO_ID, GitError, GitRepository
-from reef.releases.git_objects import commit_tree, manifest_bytes, new_manifest, release_of, write_tree
+from reef.releases.git_objects import commit_tree, manifest_bytes, new_manifest, release_of, step_source, write_tree
 from reef.releases.lfs import LfsObjects, lfs_installed
 from reef.releases.materialize import materialize_commit
 
@@ -125,6 +125,8 @@ class GitReleaseStore(ReleaseStore):
         recipe: str = "",
         metrics: dict[str, Any] | None = None,
         pending: bool = False,
+        consumed_record_ids: Sequence[str] | None = None,
+        trained_from: str | None = None,
     ) -> Release:
         validate_scenario_name(scenario, field="scenario")
         self._sync()
@@ -134,8 +136,9 @@ class GitReleaseStore(ReleaseStore):
                 self.get(scenario, parent_release_id)  # NotFound for a parent from elsewhere
         elif current != parent_release_id:
             raise Conflict(f"scenario {scenario!r} serves {current}, not the expected parent {parent_release_id}")
+        source = step_source(consumed_record_ids, trained_from=trained_from)
         commit_id, manifest = self._write_release(
-            scenario, content, parent_release_id, operation, step, recipe, metrics, pending=pending
+            scenario, content, parent_release_id, operation, step, recipe, metrics, source, pending=pending
         )
         self._fault("before-ref-update")
         if pending:
@@ -155,12 +158,15 @@ class GitReleaseStore(ReleaseStore):
         step: int,
         recipe: str = "",
         metrics: dict[str, Any] | None = None,
+        lineage_base: str,
+        consumed_record_ids: Sequence[str],
     ) -> Release:
         validate_scenario_name(scenario, field="scenario")
         self._sync()
         tip = self.git.resolve(names.lineage_ref(scenario))
+        source = step_source(consumed_record_ids, lineage_base=lineage_base)
         commit_id, manifest = self._write_release(
-            scenario, content, parent_release_id, "training", step, recipe, metrics, lineage=True
+            scenario, content, parent_release_id, "training", step, recipe, metrics, source, lineage=True
         )
         self._move_ref(names.lineage_ref(scenario), commit_id, tip)
         self._fault("lineage-kept")
@@ -193,15 +199,15 @@ class GitReleaseStore(ReleaseStore):
         step: int,
         recipe: str,
         metrics: dict[str, Any] | None,
+        source: dict[str, Any],
         *,
         pending: bool = False,
         lineage: bool = False,
     ) -> tuple[str, dict[str, Any]]:
         """Write the objects of a release (its commit included) without moving any ref."""
         files = scan_content(Path(content))
-        manifest = new_manifest(
-            scenario, files, parent_release_id, operation, step, recipe, metrics, pending=pending, lineage=lineage
-        )
+        release = (scenario, files, parent_release_id, operation, step, recipe, metrics)
+        manifest = new_manifest(*release, source=source, pending=pending, lineage=lineage)
         tree_id, lfs_oids = write_tree(self.git, self.lfs if self.use_lfs else None, files, manifest)
         commit_id = commit_tree(self.git, tree_id, parent_release_id, manifest)
         self._fault("objects-written")

@@ -2,7 +2,9 @@
 its commit; and reading a Release back from a manifest. Nothing here moves a ref (`GitReleaseStore` does that).
 
 A release commit's tree holds the full content plus `reef-release.json` (every Release field except its own id,
-which is the commit id) and, with LFS, a `.gitattributes`. Trees are built in a temporary index (hash-object,
+which is the commit id) and, with LFS, a `.gitattributes`. A release stored before a learner step's own fields
+(`consumed_record_ids`, `trained_from`, `lineage_base`) had keys of their own kept them in its `metrics`; they are
+read from there. Trees are built in a temporary index (hash-object,
 update-index, write-tree), so the bare repository never has a working tree.
 """
 
@@ -31,10 +33,12 @@ def new_manifest(
     recipe: str,
     metrics: dict[str, Any] | None,
     *,
+    source: dict[str, Any] | None = None,
     pending: bool = False,
     lineage: bool = False,
 ) -> dict[str, Any]:
-    """The manifest of a new release of `files` (its `files` entries are filled in by `write_tree`)."""
+    """The manifest of a new release of `files` (its `files` entries are filled in by `write_tree`); `source` is a
+    learner step's (`step_source`)."""
     return {
         "format": 1,
         "scenario": scenario,
@@ -47,8 +51,24 @@ def new_manifest(
         "created_at": time.time(),
         "pending": pending,
         **({"lineage": True} if lineage else {}),
+        **(source or {}),
         "files": {},
     }
+
+
+def step_source(
+    consumed_record_ids: Sequence[str] | None, *, trained_from: str | None = None, lineage_base: str | None = None
+) -> dict[str, Any]:
+    """The manifest keys of a learner step's release: the records it consumed and what it grew from (none for a
+    release no step stored)."""
+    if consumed_record_ids is None:
+        return {}
+    source: dict[str, Any] = {"consumed_record_ids": list(consumed_record_ids)}
+    if lineage_base is not None:
+        source["lineage_base"] = lineage_base
+    else:
+        source["trained_from"] = trained_from
+    return source
 
 
 def write_tree(
@@ -103,8 +123,12 @@ def manifest_bytes(manifest: dict[str, Any]) -> bytes:
 
 
 def release_of(commit_id: str, manifest: dict[str, Any]) -> Release:
-    """The Release a release commit's manifest describes."""
+    """The Release a release commit's manifest describes (a learner step's own fields read from its `metrics` when
+    it was stored before they had keys of their own)."""
     m = manifest
+    metrics = dict(m["metrics"])
+    source = m if "consumed_record_ids" in m else _source_in_metrics(metrics)
+    consumed = source.get("consumed_record_ids")
     return Release(
         release_id=commit_id,
         scenario=m["scenario"],
@@ -113,7 +137,17 @@ def release_of(commit_id: str, manifest: dict[str, Any]) -> Release:
         operation=m["operation"],
         step=m["step"],
         recipe=m["recipe"],
-        metrics=dict(m["metrics"]),
+        metrics=metrics,
         created_at=m["created_at"],
         pending=m["pending"],
+        consumed_record_ids=None if consumed is None else tuple(consumed),
+        trained_from=source.get("trained_from"),
+        lineage_base=source.get("lineage_base"),
     )
+
+
+def _source_in_metrics(metrics: dict[str, Any]) -> dict[str, Any]:
+    """A learner step's own fields, taken out of the `metrics` of a release stored before they had keys."""
+    if "consumed_record_ids" not in metrics:
+        return {}
+    return {key: metrics.pop(key) for key in ("consumed_record_ids", "trained_from", "lineage_base") if key in metrics}

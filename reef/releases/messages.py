@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from reef.core.releases import shown_metrics
+
 
 def commit_message(manifest: dict[str, Any]) -> str:
     """E.g. `scenario demo: training step 3 (published)`, then recipe, content id and metrics in the body."""
@@ -22,8 +24,14 @@ def commit_message(manifest: dict[str, Any]) -> str:
         f"recipe: {manifest['recipe'] or '-'}",
         f"content: {manifest['content_id']} ({len(manifest['files'])} files)",
     ]
-    if manifest["metrics"]:
+    metrics = shown_metrics(
+        manifest["metrics"],
+        manifest.get("consumed_record_ids"),
+        manifest.get("trained_from"),
+        manifest.get("lineage_base"),
+    )
+    if metrics:
         body.append("")
         body.append("metrics:")
-        body.extend(f"  {key}: {json.dumps(value)}" for key, value in sorted(manifest["metrics"].items()))
+        body.extend(f"  {key}: {json.dumps(value)}" for key, value in sorted(metrics.items()))
     return subject + "\n\n" + "\n".join(body) + "\n"

@@ -26,7 +26,6 @@ learner_commits = sa.Table(
     sa.Column("step", sa.Integer, primary_key=True),
     sa.Column("body", sa.Text, nullable=False),
 )
-_FIELDS = frozenset(Commit.__dataclass_fields__)
 
 
 class SqlCommitLog(CommitLog):
@@ -100,4 +99,4 @@ def _row(commit: Commit) -> dict[str, Any]:
 
 def _commit(body: str) -> Commit:
     data: dict[str, Any] = json.loads(body)
-    return Commit(**{key: value for key, value in data.items() if key in _FIELDS})
+    return Commit.from_json(data)

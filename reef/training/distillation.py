@@ -4,8 +4,8 @@ Per micro-batch, with S the student and T the teacher over the student's recorde
 
     L = Σ_{b,t} w_b · ι_{b,t} · m_{b,t} · D_t(S, T) / Σ_{b,t} m_{b,t}
 
-- D_t: `config["divergence"]`: `forward_kl` (KL(T‖S)), `reverse_kl` (KL(S‖T)), `jsd` (JSD_β, `jsd_beta`),
-  each over the full vocabulary or, with `top_k` > 0, the student's top-k tokens plus a tail bucket; or
+- D_t: the recipe configuration's `divergence`: `forward_kl` (KL(T‖S)), `reverse_kl` (KL(S‖T)), `jsd` (JSD_β,
+  `jsd_beta`), each over the full vocabulary or, with `top_k` > 0, the student's top-k tokens plus a tail bucket; or
   `sampled_reverse_kl` (the score-function surrogate on y_t alone, for on-policy distillation).
 - ι_{b,t}: the importance weight against the recorded rollout log-probs, capped at `importance_cap` (0: off).
 - m_{b,t}: 1 on completion tokens (and where the sample's `completion_mask` is 1: a multi-turn sample's own turns),
@@ -20,15 +20,15 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 
 from reef.training import divergences
+from reef.training.jobfile import TrainingJob
 from reef.training.samples import render_prompt
-from reef.training.teacher import Teacher, completion_logits, open_teacher
+from reef.training.teacher import Teacher, completion_logits, job_teacher, open_teacher
 
-DISTILLATION_LOSSES = frozenset({"sdft", "sdpo", "opd", "openclawrl"})  # openclawrl: `hindsight`
 FULL_DISTRIBUTION: dict[str, Callable[..., torch.Tensor]] = {
     "forward_kl": divergences.forward_kl,
     "reverse_kl": divergences.reverse_kl,
@@ -49,28 +49,48 @@ def with_teacher_prompt(sample: dict[str, Any], tokenizer: Any, max_seq_len: int
     return {**sample, "teacher_prompt_ids": list(teacher_ids)[-room:]}
 
 
+class DistillationTerms(Protocol):
+    """What the teacher pass reads from a distillation recipe's configuration."""
+
+    @property
+    def divergence(self) -> str: ...
+
+    @property
+    def top_k(self) -> int: ...
+
+    @property
+    def jsd_beta(self) -> float: ...
+
+    @property
+    def importance_cap(self) -> float: ...
+
+    @property
+    def skip_first_tokens(self) -> int: ...
+
+
 class DistillationStep:
     """Computes a micro-batch's distillation loss; keeps the teacher (and its EMA) across the job's steps."""
 
-    def __init__(self, config: dict[str, Any], model: Any, pad_id: int, device: str, teacher: Teacher) -> None:
+    def __init__(self, config: Any, model: Any, pad_id: int, device: str, teacher: Teacher) -> None:
+        terms: DistillationTerms = config
         self.model, self.pad_id, self.device, self.teacher = model, pad_id, device, teacher
-        self.divergence = str(config.get("divergence", "forward_kl"))
+        self.divergence = terms.divergence
         if self.divergence not in DIVERGENCES:
             raise ValueError(f"unknown divergence {self.divergence!r}: use one of {sorted(DIVERGENCES)}")
-        self.top_k = int(config.get("top_k", 0))
-        self.beta = float(config.get("jsd_beta", 0.5))
-        self.cap = float(config.get("importance_cap", 2.0))
-        self.skip = int(config.get("skip_first_tokens", 0))
+        self.top_k = terms.top_k
+        self.beta = terms.jsd_beta
+        self.cap = terms.importance_cap
+        self.skip = terms.skip_first_tokens
         self.teacher_s = 0.0
 
     @classmethod
-    def open(
-        cls, config: dict[str, Any], model: Any, tokenizer: Any, device: str, base: Path, parent: Path | None
-    ) -> DistillationStep:
-        if config.get("full_finetune") and config.get("teacher", "self") in ("self", "ema"):
+    def open(cls, job: TrainingJob, model: Any, tokenizer: Any, device: str) -> DistillationStep:
+        """The step of `job`, with its teacher opened (`teacher.open_teacher`)."""
+        spec = job_teacher(job)
+        if job.training.full_finetune and spec.kind in ("self", "ema"):
             raise ValueError("the self and ema teachers need a LoRA adapter (full_finetune is off for them)")
-        teacher = open_teacher(config, model, base, parent, device)
-        return cls(config, model, tokenizer.pad_token_id, device, teacher)
+        teacher = open_teacher(job, model, device)
+        return cls(job.recipe_config, model, tokenizer.pad_token_id, device, teacher)
 
     def loss(self, samples: list[dict[str, Any]]) -> tuple[torch.Tensor, dict[str, float]]:
         """(loss with gradient, `{"teacher_kl", "teacher_s"}`) for one micro-batch."""

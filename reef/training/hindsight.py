@@ -15,25 +15,34 @@ The teacher pass runs only on the turns that have hints (`weight` > 0). Both ter
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 
 from reef.training import divergences
 from reef.training.distillation import FULL_DISTRIBUTION, DistillationStep
-from reef.training.losses import clipped_policy_loss
+from reef.training.losses import ClipRange, clipped_policy_loss
 from reef.training.teacher import Teacher
+
+
+class HindsightTerms(ClipRange, Protocol):
+    """What the `openclawrl` step reads from its recipe's configuration besides the teacher pass's terms."""
+
+    @property
+    def w_rl(self) -> float: ...
+
+    @property
+    def w_opd(self) -> float: ...
 
 
 class HindsightStep(DistillationStep):
     """`DistillationStep` with the policy-gradient term added and the distillation restricted to hinted turns."""
 
-    def __init__(self, config: dict[str, Any], model: Any, pad_id: int, device: str, teacher: Teacher) -> None:
+    def __init__(self, config: Any, model: Any, pad_id: int, device: str, teacher: Teacher) -> None:
         super().__init__(config, model, pad_id, device, teacher)
-        self.w_rl = float(config.get("w_rl", 1.0))
-        self.w_opd = float(config.get("w_opd", 1.0))
-        self.clip_low = float(config.get("clip_low", 0.2))
-        self.clip_high = float(config.get("clip_high", 0.28))
+        terms: HindsightTerms = config
+        self.w_rl, self.w_opd = terms.w_rl, terms.w_opd
+        self.clip_low, self.clip_high = terms.clip_low, terms.clip_high
 
     def loss(self, samples: list[dict[str, Any]]) -> tuple[torch.Tensor, dict[str, float]]:
         """(w_rl · L_rl + w_opd · L_opd, `{"loss_rl", "loss_opd", "hinted", "teacher_kl", "teacher_s"}`)."""

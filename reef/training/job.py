@@ -1,7 +1,8 @@
 """The training job: base model (+ parent adapter) → LoRA steps on the batch → candidate adapter directory.
 
 The one function both backends launch (`local`: in a subprocess, `ray`: as a Ray task).
-`job.config` carries the `TrainingSettings` fields plus the recipe's own (`clip_low`, `kl_coef`, …).
+`job.training` carries the deployment's `TrainingSettings`, `job.recipe_config` the recipe's own (`clip_low`,
+`kl_coef`, …): both typed, so every default is the settings model's or the recipe configuration model's.
 The distillation losses (`sdft`, `sdpo`, `opd`) add a teacher pass per micro-batch (`distillation`); `openclawrl`
 adds it to a policy-gradient term (`hindsight`).
 The forward passes run at `compute_dtype` (`precision`: bfloat16 matmuls where the hardware has them, fp32
@@ -20,12 +21,12 @@ from typing import Any
 
 import torch
 
-from reef.core.settings import TrainingSettings
 from reef.training.chunked_logprobs import completion_logprobs
-from reef.training.distillation import DISTILLATION_LOSSES, DistillationStep, with_teacher_prompt
+from reef.training.distillation import DistillationStep, with_teacher_prompt
 from reef.training.hindsight import HindsightStep
 from reef.training.jobfile import TrainingJob, TrainingResult
-from reef.training.losses import resolve_loss
+from reef.training.loss_names import DISTILLATION_LOSSES
+from reef.training.losses import kl_coefficient, resolve_loss
 from reef.training.precision import (
     compute_context,
     keep_adapter_deltas_fp32,
@@ -34,8 +35,6 @@ from reef.training.precision import (
 )
 from reef.training.samples import collate, tokenize_sample
 
-DEFAULT_LEARNING_RATE = TrainingSettings.model_fields["learning_rate"].default
-
 Progress = Callable[[dict[str, Any]], None]
 StepLoss = Callable[[list[dict[str, Any]]], tuple[torch.Tensor, dict[str, Any]]]
 
@@ -43,35 +42,33 @@ StepLoss = Callable[[list[dict[str, Any]]], tuple[torch.Tensor, dict[str, Any]]]
 def run_training_job(job: TrainingJob, progress: Progress | None = None) -> TrainingResult:
     """Train on `job.samples` for `epochs` × micro-batches, one optimizer step each; save and return the adapter."""
     started = time.perf_counter()
-    config = job.config
-    seed = int(config.get("seed", 0))
+    settings = job.training
+    seed = settings.seed
     random.seed(seed)
     torch.manual_seed(seed)
     model, tokenizer, device = load_trainable_model(job)
-    full_finetune = bool(config.get("full_finetune", False))
-    compute_dtype = resolve_compute_dtype(str(config.get("compute_dtype", "auto")), device, full_finetune)
+    full_finetune = settings.full_finetune
+    compute_dtype = resolve_compute_dtype(settings.compute_dtype, device, full_finetune)
     if compute_dtype != torch.float32 and not full_finetune:
         keep_adapter_deltas_fp32(model)
         store_frozen_weights(model, compute_dtype)
-    max_seq_len = int(config.get("max_seq_len", 512))
+    max_seq_len = settings.max_seq_len
     samples = [tokenize_sample(s, tokenizer, max_seq_len) for s in job.samples]
     distill = None
     if job.loss in DISTILLATION_LOSSES:
         samples = [with_teacher_prompt(s, tokenizer, max_seq_len) for s in samples]
         step_class = HindsightStep if job.loss == "openclawrl" else DistillationStep
-        distill = step_class.open(config, model, tokenizer, device, job.base_model_path, job.parent_adapter_path)
+        distill = step_class.open(job, model, tokenizer, device)
     plain = plain_loss(job, model, tokenizer, device, compute_dtype)
-    micro = int(config.get("micro_batch_size", 8))
-    optimizer = torch.optim.AdamW(
-        [p for p in model.parameters() if p.requires_grad], lr=float(config.get("learning_rate", DEFAULT_LEARNING_RATE))
-    )
+    micro = settings.micro_batch_size
+    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=settings.learning_rate)
     order = random.Random(seed)
     losses: list[float] = []
     terms: dict[str, list[float]] = {}  # a loss's own terms per step (openclawrl: loss_rl, loss_opd)
     tokens = 0
     first_gap: dict[str, Any] = {}
     model.train()
-    for epoch in range(int(config.get("epochs", 1))):
+    for epoch in range(settings.epochs):
         order.shuffle(samples)
         for first in range(0, len(samples), micro):
             chunk = samples[first : first + micro]
@@ -104,7 +101,7 @@ def run_training_job(job: TrainingJob, progress: Progress | None = None) -> Trai
     model.save_pretrained(job.output_dir, safe_serialization=True)
     if distill is not None:
         distill.save(job.output_dir)
-    if config.get("full_finetune"):
+    if full_finetune:
         tokenizer.save_pretrained(job.output_dir)  # full weights make a standalone model directory
     metrics = {
         "loss": losses,
@@ -129,7 +126,7 @@ def run_training_job(job: TrainingJob, progress: Progress | None = None) -> Trai
 def plain_loss(job: TrainingJob, model: Any, tokenizer: Any, device: str, compute_dtype: torch.dtype) -> StepLoss:
     """The loss of the recipes that score the recorded tokens alone (`sft`, `rl`, `grpo`, a dotted function)."""
     loss_fn = resolve_loss(job.loss) if job.loss not in DISTILLATION_LOSSES else None
-    kl_coef = float(job.config.get("kl_coef", 0.0))
+    kl_coef = kl_coefficient(job.recipe_config)
 
     def step(chunk: list[dict[str, Any]]) -> tuple[torch.Tensor, dict[str, Any]]:
         assert loss_fn is not None
@@ -139,7 +136,7 @@ def plain_loss(job: TrainingJob, model: Any, tokenizer: Any, device: str, comput
         if kl_coef:
             with torch.no_grad(), model.disable_adapter():
                 ref_logprobs = completion_logprobs(model, batch, compute_dtype)
-        return loss_fn(batch, logprobs, ref_logprobs, job.config), rollout_gap(chunk, batch, logprobs)
+        return loss_fn(batch, logprobs, ref_logprobs, job.recipe_config), rollout_gap(chunk, batch, logprobs)
 
     return step
 
@@ -175,7 +172,7 @@ def load_trainable_model(job: TrainingJob) -> tuple[Any, Any, str]:
     from peft import LoraConfig, PeftModel, get_peft_model
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    config = job.config
+    settings = job.training
     device = "cuda" if torch.cuda.is_available() else "cpu"
     dtype = torch.bfloat16 if device == "cuda" else torch.float32
     tokenizer = AutoTokenizer.from_pretrained(job.base_model_path)
@@ -183,18 +180,18 @@ def load_trainable_model(job: TrainingJob) -> tuple[Any, Any, str]:
         tokenizer.pad_token = tokenizer.eos_token
     model: Any = AutoModelForCausalLM.from_pretrained(job.base_model_path, dtype=dtype)
     model.to(device)
-    if config.get("full_finetune"):
-        if config.get("kl_coef"):
+    if settings.full_finetune:
+        if kl_coefficient(job.recipe_config):
             raise ValueError("kl_coef needs a LoRA adapter (the base model is the adapter-disabled model)")
         return model, tokenizer, device
     if job.parent_adapter_path is not None:
         model = PeftModel.from_pretrained(model, job.parent_adapter_path, is_trainable=True)
     else:
         lora = LoraConfig(
-            r=int(config.get("lora_rank", 16)),
-            lora_alpha=int(config.get("lora_alpha", 32)),
-            lora_dropout=float(config.get("lora_dropout", 0.0)),
-            target_modules=list(config.get("target_modules") or ["q_proj", "v_proj"]),
+            r=settings.lora_rank,
+            lora_alpha=settings.lora_alpha,
+            lora_dropout=settings.lora_dropout,
+            target_modules=list(settings.target_modules),
             task_type="CAUSAL_LM",
         )
         model = get_peft_model(model, lora)

@@ -4,19 +4,40 @@ Shapes: `logprobs`, `mask`, `old_logprobs`, `ref_logprobs` are `[B, T]`, aligned
 log p(x_{t+1} | x_{≤t}); `mask` is 1 on the completion tokens that carry the loss, and the job computes
 `logprobs` and `ref_logprobs` there alone (0 elsewhere). `advantages` is `[B]`.
 A recipe names its loss (`sft`, `rl`, `grpo`) or a dotted `package.module:function` with the
-`LossFn` signature; `resolve_loss` turns that name into the function the job calls.
+`LossFn` signature; `resolve_loss` turns that name into the function the job calls. A loss reads its settings
+(the clip range, the KL coefficient) from the recipe's configuration model, by attribute: their defaults are the
+model's.
 """
 
 from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 
-# (tensors of one micro-batch, logprobs under the trained model, logprobs under the base model or None, config)
-LossFn = Callable[[Mapping[str, torch.Tensor], torch.Tensor, torch.Tensor | None, Mapping[str, Any]], torch.Tensor]
+from reef.training.loss_names import unknown_loss_message
+
+# (tensors of one micro-batch, logprobs under the trained model, logprobs under the base model or None, the
+# recipe's configuration: its config model, or the dict a recipe without one was given)
+LossFn = Callable[[Mapping[str, torch.Tensor], torch.Tensor, torch.Tensor | None, Any], torch.Tensor]
+
+
+class ClipRange(Protocol):
+    """What the clipped policy gradient reads from a recipe's configuration."""
+
+    @property
+    def clip_low(self) -> float: ...
+
+    @property
+    def clip_high(self) -> float: ...
+
+
+def kl_coefficient(config: Any) -> float:
+    """The configuration's `kl_coef`; 0 for a recipe whose configuration has no KL term."""
+    value = config.get("kl_coef") if isinstance(config, Mapping) else getattr(config, "kl_coef", None)
+    return float(value or 0.0)
 
 
 def sft_loss(logprobs: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -32,8 +53,8 @@ def clipped_policy_loss(
     old_logprobs: torch.Tensor,
     advantages: torch.Tensor,
     mask: torch.Tensor,
-    clip_low: float = 0.2,
-    clip_high: float = 0.28,
+    clip_low: float,
+    clip_high: float,
     ref_logprobs: torch.Tensor | None = None,
     kl_coef: float = 0.0,
 ) -> torch.Tensor:
@@ -60,7 +81,7 @@ def sft(
     batch: Mapping[str, torch.Tensor],
     logprobs: torch.Tensor,
     ref_logprobs: torch.Tensor | None,
-    config: Mapping[str, Any],
+    config: Any,
 ) -> torch.Tensor:
     """The `sft` recipe's loss: `sft_loss` on the completion mask."""
     return sft_loss(logprobs, batch["mask"])
@@ -70,7 +91,7 @@ def rl(
     batch: Mapping[str, torch.Tensor],
     logprobs: torch.Tensor,
     ref_logprobs: torch.Tensor | None,
-    config: Mapping[str, Any],
+    config: ClipRange,
 ) -> torch.Tensor:
     """The `rl` and `grpo` recipes' loss: `clipped_policy_loss` with the recipe's clip range and KL coefficient."""
     return clipped_policy_loss(
@@ -78,21 +99,21 @@ def rl(
         batch["old_logprobs"],
         batch["advantages"],
         batch["mask"],
-        clip_low=float(config.get("clip_low", 0.2)),
-        clip_high=float(config.get("clip_high", 0.28)),
+        clip_low=config.clip_low,
+        clip_high=config.clip_high,
         ref_logprobs=ref_logprobs,
-        kl_coef=float(config.get("kl_coef", 0.0)),
+        kl_coef=kl_coefficient(config),
     )
 
 
-BUILTIN_LOSSES: dict[str, LossFn] = {"sft": sft, "rl": rl, "grpo": rl}
+PLAIN: dict[str, LossFn] = {"sft": sft, "rl": rl, "grpo": rl}  # by name: `loss_names.PLAIN_LOSSES`
 
 
 def resolve_loss(name: str) -> LossFn:
-    """A built-in loss by name, or `package.module:function` imported."""
-    if name in BUILTIN_LOSSES:
-        return BUILTIN_LOSSES[name]
+    """A built-in loss by name, or `package.module:function` imported; ValueError for any other name."""
+    if name in PLAIN:
+        return PLAIN[name]
     module_name, _, attribute = name.partition(":")
-    if not attribute:
-        raise ValueError(f"unknown loss {name!r}: use one of {sorted(BUILTIN_LOSSES)} or 'package.module:function'")
+    if not module_name or not attribute:
+        raise ValueError(unknown_loss_message(name))
     return getattr(importlib.import_module(module_name), attribute)

@@ -22,6 +22,7 @@ from typing import Any
 import torch
 
 from reef.training.chunked_logprobs import body_and_head
+from reef.training.jobfile import JobTeacher, TrainingJob
 from reef.training.teacher_spec import EMA_DIR
 
 Rows = list[tuple[list[int], list[int]]]  # (prompt ids, completion ids) per sample
@@ -165,20 +166,30 @@ class ModelTeacher(Teacher):
             return completion_logits(self.model, rows, pad_id, device)[0]
 
 
-def open_teacher(
-    config: dict[str, Any], model: Any, base_model_path: Path, parent_dir: Path | None, device: str
-) -> Teacher:
-    """The teacher `config["teacher"]` names; `release` / `scenario` / path teachers come resolved in
-    `config["teacher_path"]` (a directory without weights, such as a base release, is the `self` teacher)."""
+def job_teacher(job: TrainingJob) -> JobTeacher:
+    """The teacher the recipe resolved for `job`; else the recipe configuration's `teacher`, which must then be
+    `self` or `ema` (a release, scenario or path teacher is resolved to a directory before the job starts)."""
+    if job.teacher is not None:
+        return job.teacher
+    config: Any = job.recipe_config
+    named = config.teacher
+    if named not in ("self", "ema"):
+        raise ValueError(f"teacher {named!r} was not resolved to a directory (the job's `teacher`)")
+    return JobTeacher(named)
+
+
+def open_teacher(job: TrainingJob, model: Any, device: str) -> Teacher:
+    """The teacher of `job` (`job_teacher`; a `model` directory without weights, such as a base release, is the
+    `self` teacher); the `ema` teacher moves at the recipe configuration's `ema_rate`."""
     from reef.training.teacher_spec import holds_weights
 
-    kind = str(config.get("teacher", "self"))
-    path = config.get("teacher_path")
-    if kind == "ema":
-        return EmaTeacher(model, parent_dir, float(config.get("ema_rate", 0.05)))
-    if kind == "self" or path is None or not holds_weights(Path(path)):
-        if kind not in ("self",) and path is None:
-            raise ValueError(f"teacher {kind!r} was not resolved to a directory (config['teacher_path'])")
+    spec = job_teacher(job)
+    if spec.kind == "ema":
+        config: Any = job.recipe_config
+        return EmaTeacher(model, job.parent_adapter_path, config.ema_rate)
+    if spec.kind == "self" or spec.path is None or not holds_weights(spec.path):
+        if spec.kind != "self" and spec.path is None:
+            raise ValueError(f"teacher {spec.kind!r} was not resolved to a directory (the job's `teacher.path`)")
         return SelfTeacher()
     dtype = next(model.parameters()).dtype
-    return ModelTeacher(base_model_path, Path(path), device, dtype)
+    return ModelTeacher(job.base_model_path, spec.path, device, dtype)

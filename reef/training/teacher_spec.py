@@ -6,7 +6,7 @@
     scenario:<name>   the serving release of another scenario (same release store, same base)
     <path>            a model directory (or adapter directory) whose tokenizer is the student's
 
-The training job sees only `self`, `ema`, or a resolved directory in `config["teacher_path"]`.
+The training job sees only `self`, `ema`, or a resolved model directory (`jobfile.JobTeacher`).
 """
 
 from __future__ import annotations

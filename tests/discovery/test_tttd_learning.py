@@ -87,7 +87,7 @@ async def test_the_processor_waits_for_the_whole_grid_then_a_release_carries_the
     best = max(archive["entries"], key=lambda e: e["reward"])
     assert best["solution"] == BETTER and best["parent_id"] == "seed-0"
     (job,) = world.backend.jobs  # type: ignore[attr-defined]
-    assert job.config["kl_coef"] == 0.1 and len(job.samples) == 4
+    assert job.recipe_config.kl_coef == 0.1 and len(job.samples) == 4
     assert all("attempt" not in s and math.isfinite(s["advantage"]) for s in job.samples)
     assert (await world.runtime.archive_next(SCENARIO, 2))["step"] == 2
     await world.runtime.stop()

@@ -48,3 +48,10 @@ class MalformedReport(FilteredSFT):
 
 class Nameless(WeightsRecipe):
     loss_name: ClassVar[str | None] = "sft"
+
+
+class LossWithoutItsSettings(FilteredSFT):
+    """Trains with the `rl` loss but keeps FilteredSFT's config model, which declares no clip range."""
+
+    name: ClassVar[str] = "loss_without_its_settings"
+    loss_name: ClassVar[str | None] = "rl"

@@ -71,9 +71,6 @@ class DemoRecipe(WeightsRecipe):
     def processor(self) -> Processor | None:
         return DemoProcessor(self.settings.learning.batch_size)
 
-    def training_config(self) -> dict[str, Any]:
-        return {"learning_rate": 1.0}
-
 
 class FileRecipe(DemoRecipe):
     """Grows a candidate directory itself (like a harness recipe): the parent's answers plus the batch's."""

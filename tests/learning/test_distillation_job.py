@@ -9,7 +9,12 @@ from reef.core.errors import BadRequest
 from reef.core.settings import InferenceSettings, LearningSettings, Settings, TrainingSettings
 from reef.learning.base import TrainingJob
 from reef.learning.recipes_registry import load_recipe
+from reef.recipes.opd import OPDConfig
+from reef.recipes.sdft import SDFTConfig
+from reef.recipes.sdpo import SDPOConfig
+from reef.recipes.sft import SFTConfig
 from reef.training.job import run_training_job
+from reef.training.jobfile import JobTeacher
 
 pytestmark = pytest.mark.model
 
@@ -23,15 +28,16 @@ def rollout(greedy_rollout) -> dict:
     return {**greedy_rollout(QUESTION, 8), "teacher_messages": teacher}
 
 
-def config(**overrides) -> dict:
-    settings = TrainingSettings(lora_rank=8, learning_rate=2e-3, max_seq_len=96, target_modules=["q_proj", "v_proj"])
-    return {**settings.model_dump(mode="json"), **overrides}
+def training(**overrides) -> TrainingSettings:
+    return TrainingSettings(
+        lora_rank=8, learning_rate=2e-3, max_seq_len=96, target_modules=["q_proj", "v_proj"], **overrides
+    )
 
 
 def test_sdft_with_the_base_as_teacher_moves_the_student_toward_the_teacher_with_the_answer_in_context(
     base_model_path, rollout, tmp_path
 ):
-    job = TrainingJob(base_model_path, None, [rollout], "sdft", config(epochs=4), tmp_path / "sdft")
+    job = TrainingJob(base_model_path, None, [rollout], "sdft", training(epochs=4), SDFTConfig(), tmp_path / "sdft")
     events: list[dict] = []
     result = run_training_job(job, progress=events.append)
     losses = result.metrics["loss"]
@@ -45,9 +51,7 @@ def test_the_ema_teacher_is_saved_with_the_release_and_the_next_job_starts_from_
     from safetensors.torch import load_file
 
     sample = {**rollout, "weight": 1.0}
-    first = TrainingJob(
-        base_model_path, None, [sample], "sdpo", config(teacher="ema", divergence="jsd", top_k=20), tmp_path / "one"
-    )
+    first = TrainingJob(base_model_path, None, [sample], "sdpo", training(), SDPOConfig(top_k=20), tmp_path / "one")
     run_training_job(first)
     policy = load_file(str(tmp_path / "one" / "adapter_model.safetensors"))
     ema = load_file(str(tmp_path / "one" / "ema" / "adapter_model.safetensors"))
@@ -56,7 +60,7 @@ def test_the_ema_teacher_is_saved_with_the_release_and_the_next_job_starts_from_
     # One step at ρ = 0.05 from a fresh adapter (lora_B = 0): the EMA's lora_B is 0.05 of the policy's.
     assert all(torch.allclose(ema[name], 0.05 * policy[name], atol=1e-7) for name in lora_b)
     second = TrainingJob(
-        base_model_path, tmp_path / "one", [sample], "sdpo", config(teacher="ema", divergence="jsd"), tmp_path / "two"
+        base_model_path, tmp_path / "one", [sample], "sdpo", training(), SDPOConfig(), tmp_path / "two"
     )
     run_training_job(second)
     policy_two = load_file(str(tmp_path / "two" / "adapter_model.safetensors"))
@@ -66,7 +70,9 @@ def test_the_ema_teacher_is_saved_with_the_release_and_the_next_job_starts_from_
 
 def test_opd_with_a_release_teacher_lowers_the_students_reverse_kl_to_it(base_model_path, rollout, tmp_path):
     demonstration = {"messages": QUESTION, "completion_text": "22"}
-    teacher_job = TrainingJob(base_model_path, None, [demonstration], "sft", config(epochs=3), tmp_path / "teacher")
+    teacher_job = TrainingJob(
+        base_model_path, None, [demonstration], "sft", training(epochs=3), SFTConfig(), tmp_path / "teacher"
+    )
     run_training_job(teacher_job)
     student = {key: rollout[key] for key in ("prompt_ids", "completion_ids", "old_logprobs")}
     job = TrainingJob(
@@ -74,8 +80,10 @@ def test_opd_with_a_release_teacher_lowers_the_students_reverse_kl_to_it(base_mo
         None,
         [student],
         "opd",
-        config(epochs=4, teacher="release", teacher_path=str(tmp_path / "teacher"), divergence="sampled_reverse_kl"),
+        training(epochs=4),
+        OPDConfig(teacher="release:teacher"),
         tmp_path / "opd",
+        teacher=JobTeacher("model", tmp_path / "teacher"),
     )
     events: list[dict] = []
     result = run_training_job(job, progress=events.append)

@@ -6,17 +6,20 @@ import dataclasses
 import itertools
 import math
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from reef.core.errors import BadRequest
 from reef.core.records import Record
 from reef.core.settings import LearningSettings, Settings
+from reef.learning.base import Batch, TrainingJob
 from reef.learning.recipes_registry import load_recipe
 from reef.learning.report import parse_report
 from reef.recipes.distillation import with_context
 from reef.recipes.opd import multi_turn_sample
 from reef.releases.git import open_release_store
+from reef.training.jobfile import JobTeacher
 from reef.training.teacher_spec import parse_teacher
 
 _sequence = itertools.count(1)
@@ -129,6 +132,26 @@ def test_an_unknown_teacher_release_is_refused_naming_recipe_config_teacher(tmp_
         releases, ["s"]
     )
     load_recipe("opd", settings("opd", teacher="scenario:s")).extensions().check_teacher(releases, ["s"])
+
+
+def test_a_distillation_job_names_its_teacher_by_kind_or_as_the_model_directory_of_the_release(tmp_path):
+    releases = open_release_store(str(tmp_path / "releases.git"), tmp_path / "work")
+    (tmp_path / "content").mkdir()
+    (tmp_path / "content" / "note.txt").write_text("base")
+    release = releases.publish("s", tmp_path / "content", None, operation="creation", recipe="sft")
+    ctx = SimpleNamespace(scenario="s", releases=releases, records=SimpleNamespace(scenarios=list))
+
+    def prepared(recipe: str, **config) -> TrainingJob:
+        chosen = load_recipe(recipe, settings(recipe, **config))
+        job = chosen.training_job(Batch("b", [], []), tmp_path / "base", None, tmp_path / "out")
+        assert job.teacher is None and job.recipe_config is chosen.recipe_config
+        return chosen.with_teacher(job, ctx)  # type: ignore[arg-type]
+
+    assert prepared("sdpo").teacher == JobTeacher("ema")
+    assert prepared("sdft").teacher == JobTeacher("self")
+    assert prepared("opd", teacher=f"release:{release.release_id}").teacher == JobTeacher(
+        "model", releases.materialize(release)
+    )
 
 
 def test_the_turns_of_one_conversation_become_one_sample_that_trains_only_the_models_tokens():
@@ -277,6 +300,5 @@ async def test_a_step_trains_with_the_teacher_release_resolved_to_its_directory(
     await load_recipe("opd", config).grow(Batch("b1", [{"prompt_ids": [1]}], ["r1"]), None, ctx)
 
     [job] = backend.jobs
-    assert job.loss == "opd" and job.config["teacher"] == "release"
-    assert job.config["teacher_release_id"] == teacher.release_id
-    assert (Path(job.config["teacher_path"]) / "adapter_config.json").exists()
+    assert job.loss == "opd" and job.teacher is not None and job.teacher.kind == "model"
+    assert job.teacher.path is not None and (Path(job.teacher.path) / "adapter_config.json").exists()

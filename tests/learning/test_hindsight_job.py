@@ -6,6 +6,7 @@ import pytest
 
 from reef.core.settings import TrainingSettings
 from reef.learning.base import TrainingJob
+from reef.recipes.openclawrl import OpenClawRLConfig
 from reef.training.job import run_training_job
 
 pytestmark = pytest.mark.model
@@ -23,11 +24,12 @@ def rollout(greedy_rollout) -> dict:
 def test_an_openclawrl_job_logs_both_terms_per_step_and_distils_only_hinted_turns(base_model_path, rollout, tmp_path):
     punished = {**rollout, "advantage": -1.0, "weight": 1.0, "teacher_messages": HINTED, "turn_id": "t1"}
     rewarded = {**rollout, "advantage": 1.0, "weight": 0.0, "turn_id": "t2"}
-    settings = TrainingSettings(lora_rank=8, learning_rate=1e-3, max_seq_len=96, target_modules=["q_proj", "v_proj"])
-    config = {**settings.model_dump(mode="json"), "teacher": "self", "top_k": 20, "w_rl": 1.0, "w_opd": 0.5,
-              "micro_batch_size": 1, "epochs": 1}  # fmt: skip
+    settings = TrainingSettings(
+        lora_rank=8, learning_rate=1e-3, max_seq_len=96, target_modules=["q_proj", "v_proj"], micro_batch_size=1
+    )
+    config = OpenClawRLConfig(teacher="self", top_k=20, w_rl=1.0, w_opd=0.5)
     events: list[dict] = []
-    job = TrainingJob(base_model_path, None, [punished, rewarded], "openclawrl", config, tmp_path / "out")
+    job = TrainingJob(base_model_path, None, [punished, rewarded], "openclawrl", settings, config, tmp_path / "out")
 
     result = run_training_job(job, progress=events.append)
 

@@ -9,6 +9,7 @@ import types
 import pytest
 import torch
 
+from reef.recipes.openclawrl import OpenClawRLConfig
 from reef.training.hindsight import HindsightStep
 from reef.training.teacher import SelfTeacher, completion_logits
 
@@ -74,7 +75,8 @@ def sample(model: TinyLM, advantage: float, hint: bool = False, completion: tupl
 
 def step(model: TinyLM, **config) -> HindsightStep:
     CountingTeacher.calls = 0
-    return HindsightStep({"divergence": "forward_kl", "top_k": 4, **config}, model, 0, "cpu", CountingTeacher())
+    recipe_config = OpenClawRLConfig(divergence="forward_kl", top_k=4, **config)
+    return HindsightStep(recipe_config, model, 0, "cpu", CountingTeacher())
 
 
 def test_at_the_rollout_policy_the_rl_term_is_minus_the_mean_advantage_per_token() -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from reef.releases.git import GitReleaseStore
 from tests.fakes.learning_world import QUESTIONS, Crash, consumed_steps, crash_at, make_world, started
 from tests.fakes.training_backend import FakeTrainingBackend
 
@@ -28,6 +29,34 @@ async def test_a_crash_after_publish_before_the_commit_log_rolls_the_commit_forw
     assert consumed_steps(world) == {r.agent_record_id: recovered["step"] for r in reports}
     assert await world.runtime.step("math") is None
     assert world.backend.jobs == []
+
+
+async def test_a_release_published_with_its_step_fields_in_its_metrics_is_rolled_forward_the_same(
+    tmp_path, monkeypatch
+):
+    original = GitReleaseStore.publish
+
+    def publish_as_before(self, *args, consumed_record_ids=None, trained_from=None, metrics=None, **options):
+        # The learner before the step's fields had keys of their own: they rode in the release's metrics.
+        step = {"trained_from": trained_from, "consumed_record_ids": list(consumed_record_ids or [])}
+        return original(self, *args, metrics={**(metrics or {}), **step}, **options)
+
+    world = await started(make_world(tmp_path))
+    reports = [world.report("math", q, QUESTIONS[q]) for q in Q[:2]]
+    base = world.runtime.releases("math")[0]["release_id"]
+    monkeypatch.setattr(GitReleaseStore, "publish", publish_as_before)
+    world.runtime.release_store._fault_hook = crash_at("ref-updated")
+    with pytest.raises(Crash):
+        await world.runtime.step("math")
+    monkeypatch.undo()
+
+    world = world.restart(backend=FakeTrainingBackend())
+    await world.runtime.start()
+
+    (recovered,) = world.runtime.commits("math", -1, 10)
+    assert recovered["verdict"] == "published" and recovered["trained_from"] == base
+    assert sorted(recovered["consumed_record_ids"]) == sorted(r.agent_record_id for r in reports)
+    assert consumed_steps(world) == {r.agent_record_id: recovered["step"] for r in reports}
 
 
 async def test_a_crash_after_the_commit_log_before_marking_resumes_without_retraining(tmp_path):

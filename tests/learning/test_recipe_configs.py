@@ -15,7 +15,7 @@ from reef.application import compose, startup
 from reef.cli.main import main
 from reef.core.errors import BadRequest
 from reef.core.settings import LearningSettings, Settings
-from reef.learning.base import Processor, Recipe
+from reef.learning.base import Batch, Processor, Recipe
 from reef.learning.recipe_config import RecipeConfig
 from reef.learning.recipe_reference import recipe_config_reference
 from reef.learning.recipes_registry import builtin_recipes, load_recipe
@@ -79,7 +79,8 @@ def test_an_ill_typed_or_out_of_bounds_value_is_refused_naming_its_key() -> None
 def test_a_recipe_reads_its_typed_configuration_with_defaults_filled_in() -> None:
     recipe = load_recipe("grpo", settings_for("grpo", group_size=8))
     assert recipe.recipe_config == recipe.config_model(group_size=8)  # type: ignore[misc]
-    assert recipe.training_config()["group_size"] == 8 and recipe.training_config()["clip_high"] == 0.28
+    job = recipe.training_job(Batch("b", [], []), Path("base"), None, Path("out"))
+    assert job.recipe_config is recipe.recipe_config and job.training is recipe.settings.training
 
 
 def test_a_dotted_recipe_without_a_config_model_gets_its_recipe_config_as_a_plain_dict() -> None:

@@ -18,6 +18,7 @@ from reef.learning.backends import (
     open_training_backend,
 )
 from reef.learning.base import TrainingJob
+from reef.recipes.sft import SFTConfig
 
 pytestmark = pytest.mark.model
 
@@ -36,7 +37,7 @@ def base_model_path() -> Path:
 
 def job(base_model_path: Path, output_dir: Path) -> TrainingJob:
     settings = TrainingSettings(lora_rank=4, max_seq_len=32, micro_batch_size=2, target_modules=["q_proj", "v_proj"])
-    return TrainingJob(base_model_path, None, SAMPLES, "sft", settings.model_dump(mode="json"), output_dir)
+    return TrainingJob(base_model_path, None, SAMPLES, "sft", settings, SFTConfig(), output_dir)
 
 
 def assert_loadable_adapter(base_model_path: Path, adapter_path: Path) -> None:

@@ -10,6 +10,8 @@ import torch
 
 from reef.core.settings import TrainingSettings
 from reef.learning.base import TrainingJob
+from reef.recipes.rl import RLConfig
+from reef.recipes.sft import SFTConfig
 from reef.training.job import run_training_job
 
 pytestmark = pytest.mark.model
@@ -24,16 +26,17 @@ def base_model_path() -> Path:
     return resolve_model_path("smollm2", Path(os.environ.get("REEF_MODEL_CACHE", "~/.cache/reef/models")))
 
 
-def config(**overrides) -> dict:
-    settings = TrainingSettings(lora_rank=8, learning_rate=1e-3, max_seq_len=48, target_modules=["q_proj", "v_proj"])
-    return {**settings.model_dump(mode="json"), **overrides}
+def training(**overrides) -> TrainingSettings:
+    return TrainingSettings(
+        lora_rank=8, learning_rate=1e-3, max_seq_len=48, target_modules=["q_proj", "v_proj"], **overrides
+    )
 
 
 def test_sft_loss_falls_over_a_few_steps_on_one_demonstration_and_training_continues_from_the_adapter(
     base_model_path, tmp_path
 ):
     sample = {"messages": PROMPT, "completion_text": "pineapple"}
-    first = TrainingJob(base_model_path, None, [sample], "sft", config(epochs=3), tmp_path / "first")
+    first = TrainingJob(base_model_path, None, [sample], "sft", training(epochs=3), SFTConfig(), tmp_path / "first")
     events: list[dict] = []
     result = run_training_job(first, progress=events.append)
     losses = result.metrics["loss"]
@@ -42,7 +45,9 @@ def test_sft_loss_falls_over_a_few_steps_on_one_demonstration_and_training_conti
     assert (tmp_path / "first" / "adapter_model.safetensors").exists()
 
     # A job started from the parent adapter begins where the parent ended, not from the base model.
-    second = TrainingJob(base_model_path, tmp_path / "first", [sample], "sft", config(epochs=1), tmp_path / "second")
+    second = TrainingJob(
+        base_model_path, tmp_path / "first", [sample], "sft", training(epochs=1), SFTConfig(), tmp_path / "second"
+    )
     continued = run_training_job(second).metrics["loss"][0]
     assert continued < losses[0]
 
@@ -67,8 +72,9 @@ def test_the_first_rl_step_on_an_on_policy_rollout_has_ratio_one_so_the_loss_is_
 
     # A fresh LoRA adapter starts as the identity, so the ratio is 1 and the KL to the base is 0: exactly so in
     # fp32, the precision the log-probs were recorded at; to within bfloat16's per-token spread (a few percent).
-    settings = config(kl_coef=0.1, compute_dtype=compute_dtype)
-    result = run_training_job(TrainingJob(base_model_path, None, [sample], "rl", settings, tmp_path / "rl"))
+    settings = training(compute_dtype=compute_dtype)
+    job = TrainingJob(base_model_path, None, [sample], "rl", settings, RLConfig(kl_coef=0.1), tmp_path / "rl")
+    result = run_training_job(job)
     assert result.metrics["compute_dtype"] == compute_dtype
     assert result.metrics["loss"][0] == pytest.approx(-0.75, abs=tolerance)
     # The mismatch the importance ratio sees before any update, reported with what recorded the log-probs.

@@ -53,7 +53,7 @@ def test_the_kl_penalty_adds_the_k3_estimate_weighted_by_its_coefficient():
     ref = torch.tensor([[math.log(2.0), 0.0]])
     mask = torch.ones(1, 2)
     advantages = torch.zeros(1)
-    loss = clipped_policy_loss(logprobs, logprobs, advantages, mask, ref_logprobs=ref, kl_coef=0.5)
+    loss = clipped_policy_loss(logprobs, logprobs, advantages, mask, 0.2, 0.2, ref_logprobs=ref, kl_coef=0.5)
     assert loss.item() == pytest.approx(0.5 * (2 - math.log(2) - 1) / 2)
 
 

@@ -9,6 +9,7 @@ import torch
 
 from reef.core.settings import TrainingSettings
 from reef.learning.base import TrainingJob
+from reef.recipes.sft import SFTConfig
 from reef.training.chunked_logprobs import chunked_token_logprobs, completion_logprobs
 from reef.training.precision import resolve_compute_dtype
 
@@ -140,7 +141,7 @@ def test_a_few_bfloat16_steps_follow_the_fp32_full_logits_path(base_model_path: 
     tokenizer = AutoTokenizer.from_pretrained(base_model_path)
     samples = demonstrations(tokenizer)
     settings = TrainingSettings(lora_rank=8, lora_alpha=16, max_seq_len=64, epochs=3, compute_dtype="bfloat16")
-    job = TrainingJob(base_model_path, None, samples, "sft", settings.model_dump(mode="json"), tmp_path / "bf16")
+    job = TrainingJob(base_model_path, None, samples, "sft", settings, SFTConfig(), tmp_path / "bf16")
 
     torch.manual_seed(settings.seed)
     model, _, _ = load_trainable_model(job)

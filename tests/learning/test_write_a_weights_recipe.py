@@ -96,8 +96,8 @@ async def test_its_step_trains_the_sft_loss_with_the_deployments_training_settin
 
     [job] = backend.jobs
     assert job.loss == "sft" and job.samples == [{"messages": [], "completion_text": "4"}]
-    assert job.config["lora_rank"] == 4 and job.config["target_modules"] == ["q_proj", "k_proj", "v_proj", "o_proj"]
-    assert job.config["min_score"] == 0.5 and candidate.path == job.output_dir
+    assert job.training.lora_rank == 4 and job.training.target_modules == ["q_proj", "k_proj", "v_proj", "o_proj"]
+    assert job.recipe_config.min_score == 0.5 and candidate.path == job.output_dir
     assert Capability.SERVE_ADAPTER in recipe_class(DOTTED).surface.needs  # the engine's adapter check applies
 
 
@@ -110,6 +110,7 @@ async def test_its_step_trains_the_sft_loss_with_the_deployments_training_settin
             "tests.fakes.bad_recipes:MissingLossFunction",
             "no function 'no_such_loss' in module 'tests.fakes.bad_recipes'",
         ),
+        ("tests.fakes.bad_recipes:LossWithoutItsSettings", "the loss 'rl' reads ['clip_high', 'clip_low']"),
         ("tests.fakes.bad_recipes:CollidingKeys", "['learning_rate'] are training settings"),
         ("tests.fakes.bad_recipes:MalformedReport", "report_model must subclass"),
         ("tests.fakes.bad_recipes:Nameless", "declares no name"),
@@ -120,12 +121,3 @@ def test_what_a_recipe_author_can_get_wrong_stops_reef_serve_naming_it(recipe: s
     with pytest.raises(ConfigError) as refused:
         startup.check_startup(configured(recipe))
     assert named in str(refused.value) and "learning.recipe" in str(refused.value)
-
-
-def test_the_loss_names_startup_checks_are_the_losses_a_training_job_runs() -> None:
-    pytest.importorskip("torch")
-    from reef.training.distillation import DISTILLATION_LOSSES
-    from reef.training.loss_names import BUILTIN_LOSS_NAMES
-    from reef.training.losses import BUILTIN_LOSSES
-
-    assert set(BUILTIN_LOSSES) | DISTILLATION_LOSSES == BUILTIN_LOSS_NAMES

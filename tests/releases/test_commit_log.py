@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from pathlib import Path
 
-from reef.core.releases import Commit
+from reef.core.releases import Commit, LineageTip
 from reef.releases import FileCommitLog, commit_log
 
 
@@ -97,3 +98,28 @@ def test_last_finds_the_latest_step_reading_back_over_several_blocks(tmp_path, m
         handle.write(b'{"torn": ')
     assert log.last("demo").step == 20
     assert len(log.list("demo", limit=1000)) == 20
+
+
+def test_a_step_written_before_trained_from_was_a_field_still_loads_with_the_lineage_it_names(tmp_path):
+    log = FileCommitLog(tmp_path / "commits")
+    old = (
+        '{"candidate_scores":[1.0],"consumed_record_ids":["rec-1"],"created_at":1700000000.0,'
+        '"current_scores":[0.0],"metrics":{"lineage":null},"parent_release_id":null,"reason":"wins",'
+        f'"release_id":"{"a" * 40}","scenario":"demo","step":1,"verdict":"published"}}\n'
+    )
+    log.path("demo").write_text(old)
+    (loaded,) = log.list("demo", record_id="rec-1")
+    assert loaded.trained_from is None and loaded.consumed_record_ids == ["rec-1"]
+    assert loaded.lineage == LineageTip(None) and loaded.metrics == {} and log.last("demo") == loaded
+    assert loaded.to_json()["metrics"] == {"lineage": None}
+
+
+def test_the_lineage_a_judged_step_names_is_a_field_shown_in_its_metrics(tmp_path):
+    log = FileCommitLog(tmp_path / "commits")
+    kept = dataclasses.replace(commit(1, verdict="kept"), lineage=LineageTip("b" * 40))
+    log.append(kept)
+    log.append(commit(2, verdict="skipped"))
+    first, second = log.list("demo")
+    assert first == kept and first.to_json()["metrics"] == {"loss": 0.5, "lineage": "b" * 40}
+    assert second.lineage is None and "lineage" not in second.to_json()["metrics"]
+    assert set(first.to_json()) == {field.name for field in dataclasses.fields(Commit)} - {"lineage"}

@@ -23,7 +23,8 @@ from reef.training.jobfile import TrainingFailed, job_from_json, job_to_json, re
 
 LOG_TAIL_BYTES = 4000
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # mallopt's parameter numbers (malloc.h)
-PRELOAD = ["torch", "transformers", "peft", "reef.training.job"]
+# The job's JSON names the recipe's config model, which a child imports: `reef.learning.base` is what they share.
+PRELOAD = ["torch", "transformers", "peft", "reef.training.job", "reef.learning.base"]
 _context_lock = threading.Lock()
 _context: Any = None
 
