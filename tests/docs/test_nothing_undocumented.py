@@ -48,8 +48,8 @@ def recipe_config_keys(name: str) -> set[str]:
         module = importlib.import_module(klass.__module__)
         if module.__name__.startswith("reef.recipes") and module.__file__:
             keys |= set(pattern.findall(Path(module.__file__).read_text()))
-    # Keys of harness-tree nodes and of the training job's own bookkeeping, not of the recipe's configuration.
-    return keys - {"tags", "helpful", "harmful", "teacher_path", "teacher_release_id"}
+    # Keys of harness-tree nodes, not of the recipe's configuration.
+    return keys - {"tags", "helpful", "harmful"}
 
 
 def test_every_setting_has_a_description() -> None:

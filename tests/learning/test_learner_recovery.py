@@ -43,7 +43,7 @@ async def test_a_release_published_with_its_step_fields_in_its_metrics_is_rolled
 
     world = await started(make_world(tmp_path))
     reports = [world.report("math", q, QUESTIONS[q]) for q in Q[:2]]
-    base = world.runtime.releases("math")[0]["release_id"]
+    base = world.releases("math")[0]["release_id"]
     monkeypatch.setattr(GitReleaseStore, "publish", publish_as_before)
     world.runtime.release_store._fault_hook = crash_at("ref-updated")
     with pytest.raises(Crash):
@@ -53,7 +53,7 @@ async def test_a_release_published_with_its_step_fields_in_its_metrics_is_rolled
     world = world.restart(backend=FakeTrainingBackend())
     await world.runtime.start()
 
-    (recovered,) = world.runtime.commits("math", -1, 10)
+    (recovered,) = world.commits("math", -1, 10)
     assert recovered["verdict"] == "published" and recovered["trained_from"] == base
     assert sorted(recovered["consumed_record_ids"]) == sorted(r.agent_record_id for r in reports)
     assert consumed_steps(world) == {r.agent_record_id: recovered["step"] for r in reports}
