@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from reef.application.harness_surface import HarnessSurface
 from reef.application.recording import Recording
 from reef.application.release_history import ReleaseHistory
 from reef.application.rollout import Rollouts, check_rollout
@@ -134,6 +135,15 @@ class Runtime:
         self.replica = self.scenarios.replica
         self.recording = Recording(records, self.notify)
         self.history = ReleaseHistory(releases, self.rollouts, self.scenarios)
+        self.harness = HarnessSurface(
+            settings,
+            recipe,
+            self.history,
+            engine,
+            known=self.known_scenario,
+            ensure=self.ensure_scenario,
+            notify=self.notify,
+        )
         self._retention: asyncio.Task[None] | None = None
 
     # ---- lifecycle -------------------------------------------------------------------------------------------
@@ -178,13 +188,6 @@ class Runtime:
     async def delete_scenario(self, name: str) -> None:
         """Archive the scenario's records and release refs and stop its learner; NotFound if unknown."""
         await self.scenarios.delete(name)
-
-    def require_harness(self, scenario: str | None = None) -> None:
-        """NotFound unless the recipe evolves a harness (and, given one, `scenario` is live)."""
-        if not self.recipe.surface.files:
-            raise NotFound(f"the recipe {self.recipe.name!r} does not evolve a harness")
-        if scenario is not None and not self.known_scenario(scenario):
-            raise NotFound(f"unknown scenario {scenario!r}")
 
     # ---- serving ---------------------------------------------------------------------------------------------
 

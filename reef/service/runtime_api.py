@@ -15,12 +15,16 @@ from typing import Any, Protocol
 from reef.core.records import Record, RequestType
 from reef.core.releases import Commit, Release
 from reef.core.views import (
+    AdaptersView,
     ControlView,
     GateTasksAdded,
     GateTasksCleared,
     GateTasksView,
+    HarnessView,
     ImportItem,
+    Installer,
     JSONObject,
+    ProposalQueued,
     Receipt,
     RecordPage,
     RecordView,
@@ -195,10 +199,38 @@ class RolloutAPI(Protocol):
 
 
 class HarnessAPI(Protocol):
-    """The harness surface: which scenarios have a harness to read."""
+    """The harness surface: a release's files for an adapter, the harness releases, the installer, proposals. The
+    route checks who may read a pending release or propose against one; `reviewer` says the caller is an admin."""
 
     def require_harness(self, scenario: str | None = None) -> None:
         """NotFound unless the recipe evolves a harness (and, given one, `scenario` is live)."""
+
+    def adapter(self, name: str | None = None) -> str:
+        """The adapter `name` (None: the configured default); BadRequest naming `adapter` if there is none."""
+
+    async def release(self, scenario: str, release_id: str | None) -> Release:
+        """The given (else the serving) release of a scenario with a harness; NotFound if there is none."""
+
+    async def view(self, release: Release, adapter: str) -> HarnessView:
+        """The release's files rendered for `adapter`, with its stored tree and files."""
+
+    async def releases(self, scenario: str, reviewer: bool) -> list[JSONObject]:
+        """The scenario's harness releases, oldest first; pending ones (but an open rollout's candidate) only for the
+        reviewer."""
+
+    def adapters(self) -> AdaptersView:
+        """Every adapter shipped with Reef."""
+
+    async def installer(self, scenario: str, release: Release, adapter: str) -> Installer:
+        """The installer of the release's harness for `adapter`; Conflict for a pending release."""
+
+    async def proposal_base(self, scenario: str, release_id: object) -> Release:
+        """The release a proposal is checked against (the one named, else the serving one); creates the scenario
+        when implicit creation is on."""
+
+    async def propose(self, scenario: str, base: Release, body: dict[str, Any], reviewer: bool) -> ProposalQueued:
+        """Check a proposal against `base` and queue it for the next evolution step; BadRequest or Forbidden naming
+        what is wrong with it."""
 
 
 class SearchAPI(Protocol):
@@ -211,8 +243,12 @@ class SearchAPI(Protocol):
         """The next search step's `groups` parents and prompts."""
 
 
-class RuntimeAPI(ScenariosAPI, ServingAPI, ReleasesAPI, TrainingAPI, RolloutAPI, HarnessAPI, SearchAPI, Protocol):
+class RuntimeAPI(ScenariosAPI, ServingAPI, ReleasesAPI, TrainingAPI, RolloutAPI, SearchAPI, Protocol):
     """The domain facade the routes call: every route group, and the lifecycle the app's lifespan drives."""
+
+    @property
+    def harness(self) -> HarnessAPI:
+        """The harness surface."""
 
     async def start(self) -> None:
         """Serve each live scenario's head release, then start its learner."""
