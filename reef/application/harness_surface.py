@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,29 +27,19 @@ from reef.harness.render import render
 from reef.harness.tree import load_tree
 from reef.inference.base import Engine
 from reef.learning.base import Recipe
-from reef.storage.base import ScenarioInfo
 
 
 class HarnessSurface:
     """Reads a scenario's harness releases and queues its proposals; the runtime builds one."""
 
     def __init__(
-        self,
-        settings: Settings,
-        recipe: Recipe,
-        history: ReleaseHistory,
-        engine: Engine,
-        *,
-        known: Callable[[str], bool],
-        ensure: Callable[[str], Awaitable[tuple[ScenarioInfo, bool]]],
-        notify: Callable[[str], None],
+        self, settings: Settings, recipe: Recipe, history: ReleaseHistory, engine: Engine, notify: Callable[[str], None]
     ) -> None:
         self.settings = settings
         self.recipe = recipe
         self.history = history
+        self.scenarios = history.scenarios
         self.engine = engine
-        self._known = known
-        self._ensure = ensure
         self._notify = notify
         self.proposals = ProposalQueue.for_settings(settings)
 
@@ -57,7 +47,7 @@ class HarnessSurface:
         """NotFound unless the recipe evolves a harness (and, given one, `scenario` is live)."""
         if not self.recipe.surface.files:
             raise NotFound(f"the recipe {self.recipe.name!r} does not evolve a harness")
-        if scenario is not None and not self._known(scenario):
+        if scenario is not None and scenario not in self.scenarios.known:
             raise NotFound(f"unknown scenario {scenario!r}")
 
     def adapter(self, name: str | None = None) -> str:
@@ -79,7 +69,7 @@ class HarnessSurface:
     async def releases(self, scenario: str, reviewer: bool) -> list[JSONObject]:
         """The scenario's harness releases, oldest first; pending ones only for the reviewer (an open rollout's
         candidate is served, so everyone sees it)."""
-        if not self._known(scenario):
+        if scenario not in self.scenarios.known:
             raise NotFound(f"unknown scenario {scenario!r}")
         releases = [row.to_json() for row in await asyncio.to_thread(self.history.releases, scenario)]
         if not reviewer:
@@ -112,10 +102,10 @@ class HarnessSurface:
         """The release a proposal is checked against: the one it names, else the serving one; the scenario is
         created first when implicit creation is on."""
         self.require_harness()
-        if not self._known(scenario):
+        if scenario not in self.scenarios.known:
             if not self.settings.reef.implicit_scenarios:
                 raise NotFound(f"unknown scenario {scenario!r} (implicit creation is off; POST /reef/scenarios first)")
-            await self._ensure(scenario)
+            await self.scenarios.ensure(scenario)
         if release_id is not None and not (
             isinstance(release_id, str) and re.fullmatch(RELEASE_ID_PATTERN, release_id)
         ):

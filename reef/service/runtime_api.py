@@ -16,6 +16,8 @@ from reef.core.records import Record, RequestType
 from reef.core.releases import Commit, Release
 from reef.core.views import (
     AdaptersView,
+    ArchiveView,
+    ContractView,
     ControlView,
     GateTasksAdded,
     GateTasksCleared,
@@ -24,12 +26,15 @@ from reef.core.views import (
     ImportItem,
     Installer,
     JSONObject,
+    NextStepView,
     ProposalQueued,
     Receipt,
     RecordPage,
     RecordView,
     ReleaseRow,
+    RolloutView,
     ScenarioView,
+    StatusView,
     StepQueued,
 )
 from reef.inference.base import RequestContext
@@ -155,7 +160,7 @@ class ReleasesAPI(Protocol):
 class TrainingAPI(Protocol):
     """How a scenario trains: its contract, its control, requested steps, its gate tasks, the deployment's status."""
 
-    def contract(self, scenario: str) -> JSONObject:
+    def contract(self, scenario: str) -> ContractView:
         """What a client needs to feed the scenario: recipe, report schema, training control and readiness."""
 
     async def update_control(
@@ -179,22 +184,22 @@ class TrainingAPI(Protocol):
     async def clear_tasks(self, scenario: str) -> GateTasksCleared:
         """Forget the API-given gate tasks of `scenario`."""
 
-    def status(self) -> JSONObject:
+    def status(self) -> StatusView:
         """Per scenario: learner step, buffered units, job state, last verdict, serving release, errors."""
 
 
 class RolloutAPI(Protocol):
     """A scenario's canary rollout."""
 
-    def rollout(self, scenario: str) -> JSONObject:
+    def rollout(self, scenario: str) -> RolloutView:
         """The scenario's open or last rollout (`state` `none` when it never had one; reads the record store: call
         it from a worker thread)."""
 
-    def rollout_views(self) -> dict[str, JSONObject]:
+    def rollout_views(self) -> dict[str, RolloutView]:
         """Every live scenario's open or last rollout, for the metrics (reads the record store: call it from a
         worker thread)."""
 
-    async def end_rollout(self, scenario: str, action: str) -> JSONObject:
+    async def end_rollout(self, scenario: str, action: str) -> RolloutView:
         """Promote or roll back the scenario's open rollout now; Conflict when none is open."""
 
 
@@ -236,10 +241,10 @@ class HarnessAPI(Protocol):
 class SearchAPI(Protocol):
     """The search archive of a discovery scenario."""
 
-    async def archive(self, scenario: str, limit: int) -> JSONObject:
+    async def archive(self, scenario: str, limit: int) -> ArchiveView:
         """The search archive the serving release carries; BadRequest when the recipe does not search."""
 
-    async def archive_next(self, scenario: str, groups: int) -> JSONObject:
+    async def archive_next(self, scenario: str, groups: int) -> NextStepView:
         """The next search step's `groups` parents and prompts."""
 
 
