@@ -1,7 +1,8 @@
 """What the runtime answers the HTTP edge with: one type per answer, as the API serialises it.
 
 Most are TypedDicts, as `payloads` are: each goes out as JSON exactly as it is built. A release row wraps the
-release value and says how the routes show it. The reference page of the HTTP API names their fields.
+release value and says how the routes show it; the installer is a script, not JSON. The reference page of the HTTP
+API names their fields.
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """What the HTTP edge calls on the application layer, one Protocol per route group, owned by the service.
 
-`RuntimeAPI` is all of them together: `reef.application.runtime.Runtime` implements it, the composition root
+`RuntimeAPI` is all of them together (the records and the harness surface as its parts `recording` and
+`harness`): `reef.application.runtime.Runtime` implements it, the composition root
 passes one to `create_app` (mypy checks it there), and a test may pass anything else that satisfies it. Routes
 reach each group through its accessor in `reef.service.state`. Answers are typed (`reef.core.views`, or the
 domain values themselves); the routes serialise them as the HTTP API reference shows.
