@@ -18,13 +18,14 @@ import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable, Collection, Mapping
-from typing import Any, Literal
+from typing import Literal
 
 from reef.application.config import ConfigError
 from reef.application.serving import ServingContexts
 from reef.core.errors import BadRequest, Conflict
 from reef.core.releases import Release
 from reef.core.settings import RolloutSettings, Settings
+from reef.core.views import RolloutView
 from reef.inference.base import RequestContext
 from reef.learning.base import Recipe
 from reef.learning.learner import Learner
@@ -154,14 +155,14 @@ class Rollouts:
 
     # ---- operators -------------------------------------------------------------------------------------------
 
-    def view(self, scenario: str) -> dict[str, Any]:
+    def view(self, scenario: str) -> RolloutView:
         """The scenario's open or last rollout as the API shows it (read from the shared store)."""
         row = self.records.rollout(scenario)
         if row.document is None:
-            return dict(NO_ROLLOUT)
+            return NO_ROLLOUT.copy()
         return Rollout.from_json(row.document).view(self.config.score_min, self.config.score_max)
 
-    def views(self, scenarios: Collection[str]) -> dict[str, dict[str, Any]]:
+    def views(self, scenarios: Collection[str]) -> dict[str, RolloutView]:
         """The rollout view of each of `scenarios` that ever had one (one read of the store)."""
         rows = self.records.rollouts()
         return {
@@ -178,7 +179,7 @@ class Rollouts:
         await asyncio.to_thread(self.records.set_rollout_mode, scenario, mode)
         self._modes[scenario] = mode
 
-    async def act(self, scenario: str, action: str) -> dict[str, Any]:
+    async def act(self, scenario: str, action: str) -> RolloutView:
         """An operator's `promote` or `rollback` of the open rollout; Conflict when none is open."""
         if action not in ("promote", "rollback"):
             raise BadRequest("must be promote or rollback", field="action")

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from reef.application.harness_surface import HarnessSurface
 from reef.application.recording import Recording
 from reef.application.release_history import ReleaseHistory
 from reef.application.rollout import Rollouts, check_rollout
@@ -27,11 +28,16 @@ from reef.core.errors import Conflict, NotFound
 from reef.core.releases import Commit, Release
 from reef.core.settings import Settings
 from reef.core.views import (
+    ArchiveView,
+    ContractView,
     ControlView,
     GateTasksAdded,
     GateTasksCleared,
     GateTasksView,
+    NextStepView,
     ReleaseRow,
+    RolloutView,
+    StatusView,
     StepQueued,
 )
 from reef.inference.base import Engine, RequestContext
@@ -134,6 +140,7 @@ class Runtime:
         self.replica = self.scenarios.replica
         self.recording = Recording(records, self.notify)
         self.history = ReleaseHistory(releases, self.rollouts, self.scenarios)
+        self.harness = HarnessSurface(settings, recipe, self.history, engine, self.notify)
         self._retention: asyncio.Task[None] | None = None
 
     # ---- lifecycle -------------------------------------------------------------------------------------------
@@ -179,13 +186,6 @@ class Runtime:
         """Archive the scenario's records and release refs and stop its learner; NotFound if unknown."""
         await self.scenarios.delete(name)
 
-    def require_harness(self, scenario: str | None = None) -> None:
-        """NotFound unless the recipe evolves a harness (and, given one, `scenario` is live)."""
-        if not self.recipe.surface.files:
-            raise NotFound(f"the recipe {self.recipe.name!r} does not evolve a harness")
-        if scenario is not None and not self.known_scenario(scenario):
-            raise NotFound(f"unknown scenario {scenario!r}")
-
     # ---- serving ---------------------------------------------------------------------------------------------
 
     def context_for(self, scenario: str, release_id: str | None) -> RequestContext:
@@ -213,16 +213,16 @@ class Runtime:
         """A request a rollout routed failed (5xx, timeout): it counts against its arm."""
         await self.rollouts.failed(scenario, rollout_id, ctx)
 
-    def rollout(self, scenario: str) -> dict[str, Any]:
+    def rollout(self, scenario: str) -> RolloutView:
         """The scenario's open or last rollout (`state` `none` when it never had one)."""
         self._require(scenario)
         return self.rollouts.view(scenario)
 
-    def rollout_views(self) -> dict[str, dict[str, Any]]:
+    def rollout_views(self) -> dict[str, RolloutView]:
         """Every live scenario's open or last rollout, for the metrics (scenarios that never had one left out)."""
         return self.rollouts.views(self.scenarios.known)
 
-    async def end_rollout(self, scenario: str, action: str) -> dict[str, Any]:
+    async def end_rollout(self, scenario: str, action: str) -> RolloutView:
         """Promote or roll back the scenario's open rollout now; Conflict when none is open."""
         self._require(scenario)
         return await self.rollouts.act(scenario, action)
@@ -232,13 +232,13 @@ class Runtime:
         what the recipe trains from passes, and is skipped when batches are built)."""
         parse_report(self.recipe, report)
 
-    async def archive(self, scenario: str, limit: int) -> dict[str, Any]:
+    async def archive(self, scenario: str, limit: int) -> ArchiveView:
         """The search archive the serving release carries; NotFound when the recipe does not search."""
         self._require(scenario)
         search, path = await serving_search(self.recipe, self.release_store, scenario)
         return await asyncio.to_thread(search.archive_view, path, limit)
 
-    async def archive_next(self, scenario: str, groups: int) -> dict[str, Any]:
+    async def archive_next(self, scenario: str, groups: int) -> NextStepView:
         """The next search step's `groups` parents and prompts, from the serving release's archive."""
         self._require(scenario)
         search, path = await serving_search(self.recipe, self.release_store, scenario)
@@ -382,13 +382,13 @@ class Runtime:
         self.rollouts.require_none_open(scenario, "a requested step")
         return await self._learner(scenario).request_step(text, release_id)
 
-    def contract(self, scenario: str) -> dict[str, Any]:
+    def contract(self, scenario: str) -> ContractView:
         """What a client needs to feed the scenario: its recipe, report schema, training control and readiness."""
         self._require(scenario)
         learner = self.scenarios.learners.get(scenario)
         state = learner.status() if learner is not None else None
         return contract(scenario, self.recipe, self.settings.learning.batch_size, state)
 
-    def status(self) -> dict[str, Any]:
+    def status(self) -> StatusView:
         """What `GET /reef/status` answers (`deployment_status`)."""
         return deployment_status(self.settings, self.recipe, self.learns, self.engine, self.scenarios)

@@ -7,13 +7,14 @@ from typing import Any
 
 from reef.application.scenarios import Scenarios
 from reef.core.settings import Settings
+from reef.core.views import StatusView
 from reef.inference.base import Engine
 from reef.learning.base import Recipe
 
 
 def deployment_status(
     settings: Settings, recipe: Recipe, learns: bool, engine: Engine, scenarios: Scenarios
-) -> dict[str, Any]:
+) -> StatusView:
     """Per scenario: learner step, buffered units, job state, last verdict and scores, serving release, errors."""
     replica = scenarios.replica
     entries = {}

@@ -8,6 +8,7 @@ from typing import Any
 
 from reef.core.errors import BadRequest, Forbidden
 from reef.core.releases import Release
+from reef.core.views import HarnessView
 from reef.harness.admission import refuse_credentials
 from reef.harness.catalog import load_adapter
 from reef.harness.mutations import Mutation, apply_mutations, parse_mutations
@@ -33,7 +34,7 @@ def stored_files(release_dir: Path) -> dict[str, str]:
 SKILL_PATH = "skills/SKILL.md"  # where the reference client's `fetch_skill` / `sync_skill` read a tree's skill
 
 
-def harness_view(release: Release, release_dir: Path, adapter: str) -> dict[str, Any]:
+def harness_view(release: Release, release_dir: Path, adapter: str) -> HarnessView:
     """The `GET /reef/harness` body: release ids (`artifact_version` is the reference client's name for the release
     id), the files rendered for `adapter` (written by the client as they come), the stored tree, evaluation,
     requires."""

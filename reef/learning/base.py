@@ -22,6 +22,7 @@ from pydantic import BaseModel
 from reef.core.records import Record
 from reef.core.releases import Release
 from reef.core.settings import Settings
+from reef.core.views import ArchiveView, NextStepView
 from reef.inference.base import Engine
 from reef.learning.recipe_config import parse_recipe_config
 from reef.learning.report import Report
@@ -267,11 +268,11 @@ class Search(abc.ABC):
     """A recipe whose releases carry a search archive (`tttd`): what `GET /reef/scenarios/{s}/archive*` read."""
 
     @abc.abstractmethod
-    def archive_view(self, release_dir: Path, limit: int) -> dict[str, Any]:
+    def archive_view(self, release_dir: Path, limit: int) -> ArchiveView:
         """The problem, the last step and the top `limit` entries of the archive in `release_dir`."""
 
     @abc.abstractmethod
-    def next_step(self, release_dir: Path, groups: int) -> dict[str, Any]:
+    def next_step(self, release_dir: Path, groups: int) -> NextStepView:
         """The next step's `groups` parents, each with its ready-made prompt."""
 
 

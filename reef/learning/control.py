@@ -15,6 +15,7 @@ from typing import Any
 
 from reef.core.errors import BadRequest, Conflict
 from reef.core.payloads import ControlState
+from reef.core.views import ContractView
 from reef.learning.base import Recipe
 from reef.storage.base import RecordStore, ScenarioControl
 
@@ -95,7 +96,7 @@ class TrainingControl:
         self.records.set_control(self.scenario, ScenarioControl(mode, paused, request))
 
 
-def contract(scenario: str, recipe: Recipe, batch_size: int, state: Mapping[str, Any] | None) -> dict[str, Any]:
+def contract(scenario: str, recipe: Recipe, batch_size: int, state: Mapping[str, Any] | None) -> ContractView:
     """`GET /reef/scenarios/{s}/contract`: the recipe, its report schema, and (from the learner's `state`, None when
     the recipe does not learn) the training control and what is ready."""
     state = state or {}

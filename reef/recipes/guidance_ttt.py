@@ -13,8 +13,9 @@ Everything else (the grid, advantages, the archive in each release) is `tttd`'s.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import ClassVar
 
+from reef.core.views import NextStepView
 from reef.discovery.guidance import GUIDE_RESPONSE_FORMAT, executor_prompt, guide_prompt
 from reef.recipes.tttd import TTTDRecipe
 
@@ -24,7 +25,7 @@ class GuidanceTTTRecipe(TTTDRecipe):
 
     name: ClassVar[str] = "guidance_ttt"
 
-    def next_step(self, release_dir: Path, groups: int) -> dict[str, Any]:
+    def next_step(self, release_dir: Path, groups: int) -> NextStepView:
         step = super().next_step(release_dir, groups)
         archive, problem = self.archive_of(release_dir), self.problem()
         for parent in step["parents"]:

@@ -28,6 +28,7 @@ from typing import Any, ClassVar, cast
 from pydantic import Field
 
 from reef.core.errors import BadRequest
+from reef.core.views import ArchiveView, NextStepView
 from reef.discovery.archive import Archive, Attempt
 from reef.discovery.problem import Problem, ProblemError, load_problem, parses
 from reef.discovery.search import ARCHIVE_FILE, entry_view, next_step, read_archive, seed_archive, write_archive
@@ -192,7 +193,7 @@ class TTTDRecipe(WeightsRecipe, Search):
             self.problem(), self.limits(), sandbox=self.sandbox(), max_entries=self.recipe_config.max_entries
         )
 
-    def archive_view(self, release_dir: Path, limit: int) -> dict[str, Any]:
+    def archive_view(self, release_dir: Path, limit: int) -> ArchiveView:
         """`GET /reef/scenarios/{s}/archive`: the problem, the last step and the top `limit` entries."""
         archive, problem = self.archive_of(release_dir), self.problem()
         return {
@@ -206,12 +207,19 @@ class TTTDRecipe(WeightsRecipe, Search):
             "entries": [entry_view(e) for e in archive.top(limit)],
         }
 
-    def next_step(self, release_dir: Path, groups: int) -> dict[str, Any]:
+    def next_step(self, release_dir: Path, groups: int) -> NextStepView:
         """`GET /reef/scenarios/{s}/archive/next?groups=G`: the next step's parents and prompts."""
         if groups != self.recipe_config.groups:
             raise BadRequest(f"this scenario's grid has {self.recipe_config.groups} groups", field="groups")
         step = next_step(self.archive_of(release_dir), self.problem(), groups)
-        return {**step, "rollouts": self.recipe_config.rollouts}
+        return {
+            "problem": step["problem"],
+            "step": step["step"],
+            "answer": step["answer"],
+            "response_format": step["response_format"],
+            "parents": step["parents"],
+            "rollouts": self.recipe_config.rollouts,
+        }
 
     # ---- growing ---------------------------------------------------------------------------------------------
 

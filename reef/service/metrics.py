@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from reef.core.views import RolloutView
 
 
 class ServiceMetrics:
@@ -59,7 +62,7 @@ class ServiceMetrics:
     def count_records(self, request_type: str, n: int = 1) -> None:
         self._child(self.records_appended, request_type).inc(n)
 
-    def show_rollouts(self, views: dict[str, dict[str, Any]]) -> None:
+    def show_rollouts(self, views: Mapping[str, RolloutView]) -> None:
         """Set the per-arm rollout gauges from each scenario's rollout view (`GET /reef/scenarios/{s}/rollout`)."""
         for scenario, view in views.items():
             self.rollout_open.labels(scenario).set(1 if view["state"] == "canary" else 0)

@@ -1,6 +1,7 @@
 """What the HTTP edge calls on the application layer, one Protocol per route group, owned by the service.
 
-`RuntimeAPI` is all of them together: `reef.application.runtime.Runtime` implements it, the composition root
+`RuntimeAPI` is all of them together (the records and the harness surface as its parts `recording` and
+`harness`): `reef.application.runtime.Runtime` implements it, the composition root
 passes one to `create_app` (mypy checks it there), and a test may pass anything else that satisfies it. Routes
 reach each group through its accessor in `reef.service.state`. Answers are typed (`reef.core.views`, or the
 domain values themselves); the routes serialise them as the HTTP API reference shows.
@@ -15,17 +16,26 @@ from typing import Any, Protocol
 from reef.core.records import Record, RequestType
 from reef.core.releases import Commit, Release
 from reef.core.views import (
+    AdaptersView,
+    ArchiveView,
+    ContractView,
     ControlView,
     GateTasksAdded,
     GateTasksCleared,
     GateTasksView,
+    HarnessView,
     ImportItem,
+    Installer,
     JSONObject,
+    NextStepView,
+    ProposalQueued,
     Receipt,
     RecordPage,
     RecordView,
     ReleaseRow,
+    RolloutView,
     ScenarioView,
+    StatusView,
     StepQueued,
 )
 from reef.inference.base import RequestContext
@@ -151,7 +161,7 @@ class ReleasesAPI(Protocol):
 class TrainingAPI(Protocol):
     """How a scenario trains: its contract, its control, requested steps, its gate tasks, the deployment's status."""
 
-    def contract(self, scenario: str) -> JSONObject:
+    def contract(self, scenario: str) -> ContractView:
         """What a client needs to feed the scenario: recipe, report schema, training control and readiness."""
 
     async def update_control(
@@ -175,44 +185,76 @@ class TrainingAPI(Protocol):
     async def clear_tasks(self, scenario: str) -> GateTasksCleared:
         """Forget the API-given gate tasks of `scenario`."""
 
-    def status(self) -> JSONObject:
+    def status(self) -> StatusView:
         """Per scenario: learner step, buffered units, job state, last verdict, serving release, errors."""
 
 
 class RolloutAPI(Protocol):
     """A scenario's canary rollout."""
 
-    def rollout(self, scenario: str) -> JSONObject:
+    def rollout(self, scenario: str) -> RolloutView:
         """The scenario's open or last rollout (`state` `none` when it never had one; reads the record store: call
         it from a worker thread)."""
 
-    def rollout_views(self) -> dict[str, JSONObject]:
+    def rollout_views(self) -> dict[str, RolloutView]:
         """Every live scenario's open or last rollout, for the metrics (reads the record store: call it from a
         worker thread)."""
 
-    async def end_rollout(self, scenario: str, action: str) -> JSONObject:
+    async def end_rollout(self, scenario: str, action: str) -> RolloutView:
         """Promote or roll back the scenario's open rollout now; Conflict when none is open."""
 
 
 class HarnessAPI(Protocol):
-    """The harness surface: which scenarios have a harness to read."""
+    """The harness surface: a release's files for an adapter, the harness releases, the installer, proposals. The
+    route checks who may read a pending release or propose against one; `reviewer` says the caller is an admin."""
 
     def require_harness(self, scenario: str | None = None) -> None:
         """NotFound unless the recipe evolves a harness (and, given one, `scenario` is live)."""
+
+    def adapter(self, name: str | None = None) -> str:
+        """The adapter `name` (None: the configured default); BadRequest naming `adapter` if there is none."""
+
+    async def release(self, scenario: str, release_id: str | None) -> Release:
+        """The given (else the serving) release of a scenario with a harness; NotFound if there is none."""
+
+    async def view(self, release: Release, adapter: str) -> HarnessView:
+        """The release's files rendered for `adapter`, with its stored tree and files."""
+
+    async def releases(self, scenario: str, reviewer: bool) -> list[JSONObject]:
+        """The scenario's harness releases, oldest first; pending ones (but an open rollout's candidate) only for the
+        reviewer."""
+
+    def adapters(self) -> AdaptersView:
+        """Every adapter shipped with Reef."""
+
+    async def installer(self, scenario: str, release: Release, adapter: str) -> Installer:
+        """The installer of the release's harness for `adapter`; Conflict for a pending release."""
+
+    async def proposal_base(self, scenario: str, release_id: object) -> Release:
+        """The release a proposal is checked against (the one named, else the serving one); creates the scenario
+        when implicit creation is on."""
+
+    async def propose(self, scenario: str, base: Release, body: dict[str, Any], reviewer: bool) -> ProposalQueued:
+        """Check a proposal against `base` and queue it for the next evolution step; BadRequest or Forbidden naming
+        what is wrong with it."""
 
 
 class SearchAPI(Protocol):
     """The search archive of a discovery scenario."""
 
-    async def archive(self, scenario: str, limit: int) -> JSONObject:
+    async def archive(self, scenario: str, limit: int) -> ArchiveView:
         """The search archive the serving release carries; BadRequest when the recipe does not search."""
 
-    async def archive_next(self, scenario: str, groups: int) -> JSONObject:
+    async def archive_next(self, scenario: str, groups: int) -> NextStepView:
         """The next search step's `groups` parents and prompts."""
 
 
-class RuntimeAPI(ScenariosAPI, ServingAPI, ReleasesAPI, TrainingAPI, RolloutAPI, HarnessAPI, SearchAPI, Protocol):
+class RuntimeAPI(ScenariosAPI, ServingAPI, ReleasesAPI, TrainingAPI, RolloutAPI, SearchAPI, Protocol):
     """The domain facade the routes call: every route group, and the lifecycle the app's lifespan drives."""
+
+    @property
+    def harness(self) -> HarnessAPI:
+        """The harness surface."""
 
     async def start(self) -> None:
         """Serve each live scenario's head release, then start its learner."""

@@ -69,8 +69,8 @@ def rollout_of(request: Request) -> RolloutAPI:
 
 
 def harness_of(request: Request) -> HarnessAPI:
-    """The harness group: whether a scenario has a harness."""
-    return state_of(request).runtime
+    """The harness group: a release's harness files, the installer, proposals."""
+    return state_of(request).runtime.harness
 
 
 def search_of(request: Request) -> SearchAPI:

@@ -12,6 +12,7 @@ import time
 import uuid
 from typing import Any, Literal
 
+from reef.core.views import RolloutStatistics, RolloutView
 from reef.learning.rollout.assignment import ARMS, Arm
 from reef.learning.rollout.sequential import Tally, difference_interval, mean_interval
 
@@ -85,7 +86,7 @@ class Rollout:
     def reports(self) -> int:
         return sum(stats.scores.n for stats in self.arms.values())
 
-    def statistics(self, score_min: float, score_max: float) -> dict[str, Any]:
+    def statistics(self, score_min: float, score_max: float) -> RolloutStatistics:
         """Each arm's counts, mean and interval, and the difference's interval, in score units."""
         span = score_max - score_min
         arms: dict[str, Any] = {}
@@ -103,15 +104,18 @@ class Rollout:
         low, high = difference_interval(self.arm("candidate").scores, self.arm("incumbent").scores, self.alpha)
         return {"arms": arms, "difference": {"interval": [low * span, high * span]}, "alpha": self.alpha}
 
-    def view(self, score_min: float, score_max: float) -> dict[str, Any]:
+    def view(self, score_min: float, score_max: float) -> RolloutView:
         """The rollout as `GET /reef/scenarios/{s}/rollout` shows it."""
+        statistics = self.statistics(score_min, score_max)
         return {
             "state": self.state,
             "rollout_id": self.rollout_id,
             "candidate_release_id": self.candidate_release_id,
             "incumbent_release_id": self.incumbent_release_id,
             "share": self.share,
-            **self.statistics(score_min, score_max),
+            "arms": statistics["arms"],
+            "difference": statistics["difference"],
+            "alpha": self.alpha,
             "decision": self.decision,
             "decided_by": self.decided_by,
             "reason": self.reason,
@@ -133,7 +137,7 @@ class Rollout:
         return cls(**values)
 
 
-NO_ROLLOUT: dict[str, Any] = {
+NO_ROLLOUT: RolloutView = {
     "state": "none",
     "rollout_id": None,
     "candidate_release_id": None,

@@ -3,27 +3,19 @@ proposals."""
 
 from __future__ import annotations
 
-import asyncio
-import re
 from typing import Any
 
 from fastapi import APIRouter, Query, Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 
-from reef.core.errors import BadRequest, Conflict, Forbidden, NotFound
+from reef.core.errors import BadRequest, Forbidden
 from reef.core.identifiers import RELEASE_ID_PATTERN
 from reef.core.releases import Release
-from reef.core.views import ProposalQueued
-from reef.harness.catalog import adapter_names, load_adapter
-from reef.harness.install import install_script
-from reef.harness.proposals import ProposalQueue
-from reef.harness.published import check_proposal, harness_view
-from reef.harness.render import render
-from reef.harness.tree import load_tree
+from reef.service.answers import as_json
 from reef.service.deps import json_object, scenario_of
 from reef.service.middleware import held_scope
 from reef.service.scopes import Scope, scope_words
-from reef.service.state import harness_of, releases_of, runtime_of, scenarios_of, state_of
+from reef.service.state import harness_of
 
 router = APIRouter(tags=["harness"])
 
@@ -34,11 +26,15 @@ class ShellScript(PlainTextResponse):
     media_type = "text/x-shellscript"
 
 
+def _reviewer(request: Request) -> bool:
+    """Whether the caller holds the admin scope: the reviewer of pending releases."""
+    return held_scope(request.scope) >= Scope.ADMIN
+
+
 async def _release(request: Request, scenario: str, release_id: str | None) -> Release:
-    harness_of(request).require_harness(scenario)
-    release = await releases_of(request).release(scenario, release_id or None)
+    release = await harness_of(request).release(scenario, release_id)
     # A pending release may hold model-written code nobody reviewed yet: only an admin (the reviewer) sees it.
-    if release_id and release.pending and held_scope(request.scope) < Scope.ADMIN:
+    if release_id and release.pending and not _reviewer(request):
         raise Forbidden(f"release {release_id} is pending review; reading it needs {scope_words(Scope.ADMIN)}")
     return release
 
@@ -53,41 +49,31 @@ async def get_harness(
     adapter: str | None = Query(None, description="default: harness.default_adapter"),
 ) -> Response:
     scenario = scenario_of(request)
-    harness_of(request).require_harness(scenario)  # before the query's own checks: without a harness, nothing to ask
+    harness = harness_of(request)
+    harness.require_harness(scenario)  # before the query's own checks: without a harness, nothing to ask
     if release_id and version and release_id != version:
         raise BadRequest("give release_id or version, not two different ones", field="version")
-    adapter = adapter or state_of(request).settings.harness.default_adapter
-    load_adapter(adapter)
+    adapter = harness.adapter(adapter or None)
     release = await _release(request, scenario, release_id or version)
-    directory = await releases_of(request).materialize(release)
-    view = await asyncio.to_thread(harness_view, release, directory, adapter)
+    view = await harness.view(release, adapter)
     return JSONResponse(view, headers={"x-reef-release-id": release.release_id})
 
 
 @router.get("/reef/harness/releases", summary="The scenario's harness releases, oldest first")
 async def list_releases(request: Request) -> dict[str, Any]:
     scenario = scenario_of(request)
-    return {"scenario": scenario, "releases": await _oldest_first(request, scenario)}
+    return {"scenario": scenario, "releases": await harness_of(request).releases(scenario, _reviewer(request))}
 
 
 @router.get("/reef/harness/versions", summary="The same rows as `versions` (the reference client reads this)")
 async def list_versions(request: Request) -> dict[str, Any]:
     scenario = scenario_of(request)
-    return {"scenario": scenario, "versions": await _oldest_first(request, scenario)}
-
-
-async def _oldest_first(request: Request, scenario: str) -> list[dict[str, Any]]:
-    if not scenarios_of(request).known_scenario(scenario):
-        raise NotFound(f"unknown scenario {scenario!r}")
-    releases = [row.to_json() for row in await asyncio.to_thread(releases_of(request).releases, scenario)]
-    if held_scope(request.scope) < Scope.ADMIN:  # pending releases are the reviewer's; the open canary is served
-        releases = [row for row in releases if not row["pending"] or row.get("canary")]
-    return [{**row, "artifact_version": row["release_id"]} for row in reversed(releases)]
+    return {"scenario": scenario, "versions": await harness_of(request).releases(scenario, _reviewer(request))}
 
 
 @router.get("/reef/harness/adapters", summary="The adapters a harness renders for")
-async def list_adapters() -> dict[str, Any]:
-    return {"adapters": [load_adapter(name).to_json() for name in adapter_names()]}
+async def list_adapters(request: Request) -> dict[str, Any]:
+    return as_json(harness_of(request).adapters())
 
 
 @router.get(
@@ -100,21 +86,11 @@ async def install(
     request: Request, adapter: str = Query(...), release_id: str | None = Query(None, pattern=RELEASE_ID_PATTERN)
 ) -> Response:
     scenario = scenario_of(request)
-    chosen = load_adapter(adapter)
+    harness = harness_of(request)
+    adapter = harness.adapter(adapter)
     release = await _release(request, scenario, release_id)
-    if release.pending:  # it may hold executable nodes nobody reviewed: nothing installs it, an admin neither
-        raise Conflict(f"release {release.release_id} is pending review; promote it before installing it")
-    directory = await releases_of(request).materialize(release)
-    files = await asyncio.to_thread(lambda: render(load_tree(directory), chosen))
-    script = install_script(
-        chosen,
-        files,
-        release_id=release.release_id,
-        scenario=scenario,
-        base_url=state_of(request).settings.reef.public_base_url(),  # configured, never the request's Host header
-        model=_served_model(request),
-    )
-    return ShellScript(script, headers={"x-reef-release-id": release.release_id})
+    installer = await harness.installer(scenario, release, adapter)
+    return ShellScript(installer.script, headers={"x-reef-release-id": installer.release_id})
 
 
 @router.post(
@@ -123,34 +99,11 @@ async def install(
 async def propose(request: Request) -> Response:
     scenario = scenario_of(request)
     body = await json_object(request)
-    runtime = runtime_of(request)
-    runtime.require_harness()
-    if not runtime.known_scenario(scenario):
-        if not state_of(request).settings.reef.implicit_scenarios:
-            raise NotFound(f"unknown scenario {scenario!r} (implicit creation is off; POST /reef/scenarios first)")
-        await runtime.ensure_scenario(scenario)
+    harness = harness_of(request)
     against = body.get("release_id")
-    if against is not None and not (isinstance(against, str) and re.fullmatch(RELEASE_ID_PATTERN, against)):
-        raise BadRequest("must be a release id", field="release_id")
-    head = await runtime.release(scenario, against)
-    if head.pending and held_scope(request.scope) < Scope.ADMIN:
+    base = await harness.proposal_base(scenario, against)
+    if base.pending and not _reviewer(request):
         raise Forbidden(f"release {against} is pending review; proposing against it needs {scope_words(Scope.ADMIN)}")
-    directory = await runtime.materialize(head)
-    settings = state_of(request).settings
     # An agent token may touch only the kinds the operator allows (text nodes by default); an admin any kind.
-    kinds = settings.harness.agent_proposal_kinds if held_scope(request.scope) < Scope.ADMIN else None
-    mutations, reason = await asyncio.to_thread(check_proposal, body, directory, kinds)
-    queue = ProposalQueue.for_settings(state_of(request).settings)
-    proposal = await asyncio.to_thread(queue.append, scenario, mutations, reason, body.get("session"))
-    runtime.notify(scenario)
-    content: ProposalQueued = {"proposal_id": proposal["proposal_id"], "scenario": scenario, "queued": True}
-    return JSONResponse(content, status_code=202)
-
-
-def _served_model(request: Request) -> str:
-    settings = state_of(request).settings
-    named = settings.inference.served_model_name or settings.inference.upstream_model
-    if named:
-        return named
-    models = state_of(request).engine.models()
-    return str(models[0]["id"]) if models else "reef"
+    queued = await harness.propose(scenario, base, body, reviewer=_reviewer(request))
+    return JSONResponse(queued, status_code=202)

@@ -24,7 +24,7 @@ async def healthz() -> dict[str, Any]:
 
 @router.get("/reef/status", summary="Per-scenario learner state")
 async def status(request: Request) -> dict[str, Any]:
-    found = {"version": reef.__version__, **training_of(request).status()}
+    found: dict[str, Any] = {"version": reef.__version__, **training_of(request).status()}
     if held_scope(request.scope) < Scope.ADMIN:
         for entry in found["scenarios"].values():
             _as_an_agent_sees(entry)

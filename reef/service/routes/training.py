@@ -20,7 +20,7 @@ router = APIRouter(tags=["training"])
 @router.get("/reef/scenarios/{scenario}/contract", summary="What the scenario's recipe needs and how it trains")
 async def contract(request: Request, scenario: str) -> dict[str, Any]:
     existing_scenario(request, scenario)
-    return training_of(request).contract(scenario)
+    return as_json(training_of(request).contract(scenario))
 
 
 @router.post(
@@ -38,13 +38,13 @@ async def update(request: Request, scenario: str, body: ScenarioUpdate) -> dict[
 @router.get("/reef/scenarios/{scenario}/rollout", summary="The scenario's open or last rollout and its evidence")
 async def rollout(request: Request, scenario: str) -> dict[str, Any]:
     existing_scenario(request, scenario)
-    return await asyncio.to_thread(rollout_of(request).rollout, scenario)  # a database read: off the event loop
+    return as_json(await asyncio.to_thread(rollout_of(request).rollout, scenario))  # a database read: off the loop
 
 
 @router.post("/reef/scenarios/{scenario}/rollout", summary="Promote or roll back the open rollout now")
 async def end_rollout(request: Request, scenario: str, body: RolloutAction) -> dict[str, Any]:
     existing_scenario(request, scenario)
-    return await rollout_of(request).end_rollout(scenario, body.action)
+    return as_json(await rollout_of(request).end_rollout(scenario, body.action))
 
 
 @router.post("/reef/train", status_code=202, summary="Queue a learner step now (202 with its step id)")
