@@ -153,9 +153,8 @@ def test_the_settings_a_builtin_loss_reads_are_declared_by_the_recipes_that_use_
 
     trained = {name: cls for name, cls in builtin_recipes().items() if issubclass(cls, WeightsRecipe)}
     assert {cls.loss_name for cls in trained.values()} >= BUILTIN_LOSSES
-    assert {name: missing_settings(cls.loss_name or name, cls.config_model) for name, cls in trained.items()} == dict.fromkeys(
-        trained, []
-    )
+    missing = {name: missing_settings(cls.loss_name or name, cls.config_model) for name, cls in trained.items()}
+    assert missing == dict.fromkeys(trained, [])
     assert missing_settings("rl", SFTConfig) == ["clip_high", "clip_low"]
     assert missing_settings("rl", None) == ["clip_high", "clip_low"]
     assert missing_settings("package.module:loss", None) == []
