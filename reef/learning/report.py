@@ -144,9 +144,9 @@ def parse_report(recipe: ReportTaker, payload: dict[str, Any]) -> Report:
 
 def read_report(model: type[ReportT], record_id: str, payload: dict[str, Any]) -> ReportT | None:
     """A stored report's body as `model`, its `agent_record_id` the record's; None when it does not fit the model
-    (a report stored by an older version, or imported as given)."""
+    (a report stored by an older version, or imported as given). Keys that are no report field are left out."""
     try:
-        report = model.model_validate(payload)
+        report = model.model_validate({key: value for key, value in payload.items() if key in model.model_fields})
     except ValidationError:
         return None
     return report.model_copy(update={"agent_record_id": record_id})
@@ -184,9 +184,7 @@ def narrowed(
     if feedback:
         properties["feedback"] = {**feedback, "description": feedback.get("description", "")}
     if metadata:
-        (model,) = (
-            option["$ref"].rsplit("/", 1)[-1] for option in properties["metadata"]["anyOf"] if "$ref" in option
-        )
+        (model,) = (option["$ref"].rsplit("/", 1)[-1] for option in properties["metadata"]["anyOf"] if "$ref" in option)
         for name, keywords in metadata.items():
             schema["$defs"][model]["properties"][name].update(keywords)
     return schema
