@@ -23,7 +23,7 @@ import asyncio
 import math
 import shutil
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 from pydantic import Field
 
@@ -34,7 +34,7 @@ from reef.discovery.search import ARCHIVE_FILE, entry_view, next_step, read_arch
 from reef.learning.base import Batch, Candidate, Evaluator, Extensions, GatePolicy, Search
 from reef.learning.evaluation.selectors import Always
 from reef.learning.growth import GrowContext
-from reef.learning.report import Report, narrowed, with_grid_cell
+from reef.learning.report import Report, ReportTaker, narrowed, with_grid_cell
 from reef.learning.surface import Surface
 from reef.recipes.entropic import entropic_advantages
 from reef.recipes.rl import require_score
@@ -70,6 +70,19 @@ class TTTDConfig(PolicyGradientConfig):
     eval_wall_s: float = Field(20.0, gt=0, description="wall-clock seconds one sandboxed evaluation may take")
 
 
+class TTTDReport(GridReport):
+    """A discovery recipe learns from complete grids of attempts: reports with a score and metadata.{step, group,
+    rollout, parent_id} (the attempt's receipt for the weights); a report that claims no grid cell is stored and
+    skipped (not_a_grid_cell)."""
+
+    def check(self, recipe: ReportTaker) -> None:
+        cast("TTTDRecipe", recipe).check_report(self)
+
+    @classmethod
+    def json_schema(cls, recipe: ReportTaker) -> dict[str, Any]:
+        return cast("TTTDRecipe", recipe).grid_schema(cls.model_json_schema())
+
+
 class TTTDRecipe(WeightsRecipe, Search):
     """Test-time training on a discovery problem with entropic leave-one-out advantages."""
 
@@ -78,7 +91,7 @@ class TTTDRecipe(WeightsRecipe, Search):
     name: ClassVar[str] = "tttd"
     loss_name: ClassVar[str] = "rl"
     config_model: ClassVar[type[TTTDConfig]] = TTTDConfig
-    report_model: ClassVar[type[Report]] = GridReport
+    report_model: ClassVar[type[Report]] = TTTDReport
     recipe_config: TTTDConfig
     _problem: Problem | None = None
 

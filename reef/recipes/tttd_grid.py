@@ -18,17 +18,14 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Annotated, Any, cast
+from typing import Annotated, Any
 
 from pydantic import Field, StrictInt
 
 from reef.core.payloads import PolicySample
 from reef.core.records import Record
-from reef.learning.report import Metadata, Report, ReportTaker, refusing
+from reef.learning.report import Metadata, Report, refusing
 from reef.recipes.reports import CitedInference, ReportJoiningProcessor
-
-if TYPE_CHECKING:
-    from reef.recipes.tttd import TTTDRecipe
 
 Advantages = Callable[[list[float]], list[float] | None]
 Reward = Callable[[float | None, bool], float]
@@ -54,22 +51,13 @@ class GridMetadata(Metadata):
 
 
 class GridReport(Report):
-    """A discovery recipe learns from complete grids of attempts: reports with a score and metadata.{step, group,
-    rollout, parent_id} (the attempt's receipt for the weights); a report that claims no grid cell is stored and
-    skipped (not_a_grid_cell)."""
+    """An attempt of a grid (the discovery recipe's report model adds the checks its grid's bounds decide)."""
 
     metadata: GridMetadata | None = Field(None, description="recipe-specific fields")
 
     def claims_cell(self) -> bool:
         """Whether its metadata names any of the cell keys (then it must be a whole cell)."""
         return self.metadata is not None and any(self.metadata.get(key) is not None for key in CELL_KEYS)
-
-    def check(self, recipe: ReportTaker) -> None:
-        cast("TTTDRecipe", recipe).check_report(self)
-
-    @classmethod
-    def json_schema(cls, recipe: ReportTaker) -> dict[str, Any]:
-        return cast("TTTDRecipe", recipe).grid_schema(cls.model_json_schema())
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
