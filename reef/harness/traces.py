@@ -2,8 +2,9 @@
 
 A trace is a JSON-able dict: `messages` (the request's conversation), `answer` (the model's text), `score`,
 `feedback` (string or object, opaque), `expected` (a correct answer when the report names one) and `record_ids`.
-A report that cites nothing and carries no `feedback` gives no trace: it is counted as skipped (`no_references`)
-and consumed with the next batch.
+A report arrives parsed as the recipe's report model (`read_report`); one stored in a shape the model does not
+take today is skipped (`unreadable_report`). A report that cites nothing and carries no `feedback` gives no trace: it
+is counted as skipped (`no_references`) and consumed with the next batch.
 """
 
 from __future__ import annotations
@@ -15,9 +16,10 @@ from typing import Any
 
 from reef.core.records import Record
 from reef.learning.base import Batch, Processor
+from reef.learning.report import Report, read_report
 
 MAX_REMEMBERED_INFERENCES = 2_000
-_EXPECTED_KEYS = ("expected", "answer", "correct_answer", "demonstration", "reference")
+_EXPECTED_KEYS = ("expected", "answer", "correct_answer", "demonstration", "reference")  # a correct answer's names
 _WORD = re.compile(r"[a-z0-9]+")
 _STOP = frozenset(
     [
@@ -54,14 +56,15 @@ def jaccard(a: set[str], b: set[str]) -> float:
 class TraceProcessor(Processor):
     """Pairs reports with the inferences they cite; a batch is `batch_size` traces."""
 
-    def __init__(self, batch_size: int = 8) -> None:
+    def __init__(self, batch_size: int = 8, report_model: type[Report] = Report) -> None:
         self.batch_size = batch_size
+        self.report_model = report_model
         self.skipped: collections.Counter[str] = collections.Counter()
         self._skipped_ids: list[str] = []
         self._inferences: collections.OrderedDict[str, dict[str, Any]] = collections.OrderedDict()
         self._ready: list[dict[str, Any]] = []
         self._reserved: dict[str, list[dict[str, Any]]] = {}
-        self._waiting: dict[str, list[tuple[dict[str, Any], str]]] = {}  # inference id -> (report, report id)
+        self._waiting: dict[str, list[tuple[Report, str]]] = {}  # inference id -> (report, report id)
 
     def ingest(self, record: Record) -> None:
         payload = record.payload or {}
@@ -71,18 +74,23 @@ class TraceProcessor(Processor):
             while len(self._inferences) > MAX_REMEMBERED_INFERENCES:
                 self._inferences.popitem(last=False)
             # Reports that cited it before it was (read back and) seen: their traces are ready now.
-            for report, report_id in self._waiting.pop(record.agent_record_id, []):
-                self._ready.append(trace_of(payload, report, [record.agent_record_id, report_id]))
+            for waiting, report_id in self._waiting.pop(record.agent_record_id, []):
+                self._ready.append(trace_of(payload, waiting, [record.agent_record_id, report_id]))
             return
-        references = payload.get("references") or []
+        report = read_report(self.report_model, record.agent_record_id, payload)
+        if report is None:  # stored by an older version (or imported as given) in a shape the recipe cannot read
+            self.skipped["unreadable_report"] += 1
+            self._skipped_ids.append(record.agent_record_id)
+            return
+        references = report.references or []
         for ref in references:
             inference = self._inferences.get(ref)
             if inference is not None:
-                self._ready.append(trace_of(inference, payload, [ref, record.agent_record_id]))
+                self._ready.append(trace_of(inference, report, [ref, record.agent_record_id]))
             else:  # older than the window kept here (or not seen yet): the learner reads it back by id
-                self._waiting.setdefault(ref, []).append((payload, record.agent_record_id))
-        if not references and payload.get("feedback") is not None:
-            self._ready.append(trace_of({}, payload, [record.agent_record_id]))
+                self._waiting.setdefault(ref, []).append((report, record.agent_record_id))
+        if not references and report.feedback is not None:
+            self._ready.append(trace_of({}, report, [record.agent_record_id]))
         elif not references:  # a score about nothing it can show a method: nothing to learn from
             self.skipped["no_references"] += 1
             self._skipped_ids.append(record.agent_record_id)
@@ -107,15 +115,15 @@ class TraceProcessor(Processor):
         self._reserved.pop(batch_id, None)
 
 
-def trace_of(inference: dict[str, Any], report: dict[str, Any], record_ids: list[str]) -> dict[str, Any]:
+def trace_of(inference: dict[str, Any], report: Report, record_ids: list[str]) -> dict[str, Any]:
     """One trace from an inference payload and the report that judged it."""
     request = inference.get("request") or {}
-    feedback = report.get("feedback")
-    metadata = report.get("metadata") or {}
+    feedback = report.feedback
+    metadata = report.metadata.model_dump() if report.metadata else {}
     return {
         "messages": _messages(request),
         "answer": answer_of(inference.get("response") or {}),
-        "score": report.get("score"),
+        "score": report.score,
         "feedback": feedback,
         "expected": _expected(feedback, metadata),
         "record_ids": record_ids,

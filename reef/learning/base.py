@@ -323,7 +323,7 @@ class Recipe(abc.ABC):
     # The pydantic model `learning.recipe_config` must fit (`extra="forbid"`); None: it is taken as a plain dict.
     config_model: ClassVar[type[BaseModel] | None] = None
     # The report this recipe takes: `POST /reef/report` bodies are validated by it (`parse_report`), and the contract
-    # shows its JSON Schema; a processor reads a stored report as it (`ReportJoiningProcessor.parsed`).
+    # shows its JSON Schema; a `ReportJoiningProcessor` hands each stored report to `join` parsed as it.
     report_model: ClassVar[type[Report]] = Report
 
     def __init__(self, settings: Settings) -> None:

@@ -17,13 +17,12 @@ from __future__ import annotations
 import statistics
 from typing import ClassVar
 
-from pydantic import Field
+from pydantic import Field, StrictInt, StrictStr
 
 from reef.core.payloads import PolicySample
-from reef.core.records import Record
-from reef.learning.report import Report
+from reef.learning.report import Metadata, Report
 from reef.learning.surface import Surface
-from reef.recipes.reports import CitedInference, ReportJoiningProcessor, score_of
+from reef.recipes.reports import CitedInference, ReportJoiningProcessor
 from reef.recipes.weights import ON_POLICY_WEIGHTS, PolicyGradientConfig, WeightsRecipe
 
 
@@ -36,18 +35,33 @@ def group_advantages(scores: list[float], eps: float = 1e-6) -> list[float] | No
     return [(score - mean) / (spread + eps) for score in scores]
 
 
-class GRPOProcessor(ReportJoiningProcessor):
+class GroupMetadata(Metadata):
+    """The `metadata` a `grpo` report may carry."""
+
+    group: StrictStr | StrictInt | None = Field(
+        None, description="the group it belongs to (else the cited inference's `group` tag)"
+    )
+
+
+class GRPOReport(Report):
+    """grpo trains from scored reports on captured rollouts, in groups (metadata.group or the cited inference's group
+    tag); any other well-formed report is stored and skipped (no_score, no_references, no_training_capture,
+    no_group)."""
+
+    metadata: GroupMetadata | None = Field(None, description="recipe-specific fields")
+
+
+class GRPOProcessor(ReportJoiningProcessor[GRPOReport]):
     """Collects scored rollouts by group; a complete group with varied rewards becomes one unit."""
 
     def __init__(self, units_per_batch: int, group_size: int) -> None:
-        super().__init__(units_per_batch)
+        super().__init__(units_per_batch, GRPOReport)
         self.group_size = group_size
         self._groups: dict[str, list[tuple[list[str], PolicySample, float]]] = {}
 
-    def join(self, report: Record, rollouts: list[CitedInference]) -> None:
-        payload = report.payload or {}
-        record_ids = [report.agent_record_id, *(r.record_id for r in rollouts)]
-        score = score_of(report)
+    def join(self, report: GRPOReport, rollouts: list[CitedInference]) -> None:
+        record_ids = self.record_ids(report, rollouts)
+        score = report.score
         if score is None:
             self.skip(record_ids, "no_score")
             return
@@ -56,7 +70,7 @@ class GRPOProcessor(ReportJoiningProcessor):
             self.skip(record_ids, "no_training_capture" if rollouts else "no_references")
             return
         rollout, sample = usable[0]
-        group = (payload.get("metadata") or {}).get("group") or rollout.tags.get("group")
+        group = (report.metadata.group if report.metadata else None) or rollout.tags.get("group")
         if group is None:
             self.skip(record_ids, "no_group")
             return
@@ -81,12 +95,6 @@ class GRPOConfig(PolicyGradientConfig):
     """`learning.recipe_config` of the `grpo` recipe."""
 
     group_size: int = Field(4, ge=1, description="rollouts per group; advantages are normalized within a group")
-
-
-class GRPOReport(Report):
-    """grpo trains from scored reports on captured rollouts, in groups (metadata.group or the cited inference's group
-    tag); any other well-formed report is stored and skipped (no_score, no_references, no_training_capture,
-    no_group)."""
 
 
 class GRPORecipe(WeightsRecipe):

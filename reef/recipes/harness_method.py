@@ -31,7 +31,7 @@ from reef.harness.traces import TraceProcessor, is_failure, question_of
 from reef.harness.tree import HarnessTree, Node, load_tree
 from reef.learning.base import Batch, Candidate, Evaluator, Extensions, GatePolicy, GrowContext, Processor, Recipe
 from reef.learning.recipe_config import RecipeConfig
-from reef.learning.report import Report, ReportTaker
+from reef.learning.report import Metadata, Report, ReportTaker
 from reef.learning.surface import HARNESS, ServingPrompt, Surface
 
 log = logging.getLogger(__name__)
@@ -87,9 +87,22 @@ def chat_prompt(recipe: Recipe, release_dir: Path) -> ServingPrompt:
 HARNESS_TREE = dataclasses.replace(HARNESS, render=chat_prompt)
 
 
+class AnswerMetadata(Metadata):
+    """The `metadata` a harness method reads: a correct answer, under any of these names (a string or a number is
+    read; `feedback` may name one the same way)."""
+
+    expected: Any = Field(None, description="a correct answer")
+    answer: Any = Field(None, description="a correct answer")
+    correct_answer: Any = Field(None, description="a correct answer")
+    demonstration: Any = Field(None, description="a correct answer")
+    reference: Any = Field(None, description="a correct answer")
+
+
 class HarnessReport(Report):
     """Harness methods learn from traces: the inferences a report cites, with its score, feedback and any correct
     answer it names; a report that cites nothing and carries no feedback is stored and skipped (no_references)."""
+
+    metadata: AnswerMetadata | None = Field(None, description="recipe-specific fields")
 
     def check(self, recipe: ReportTaker) -> None:
         strict = cast(HarnessConfig, recipe.recipe_config).strict_scores
@@ -141,7 +154,7 @@ class HarnessRecipe(Recipe):
         return HarnessTree.of([Node("rules", "rules", {"text": self.recipe_config.seed_rules})])
 
     def processor(self) -> Processor:
-        return TraceProcessor(self.settings.learning.batch_size)
+        return TraceProcessor(self.settings.learning.batch_size, HarnessReport)
 
     async def step(self, given: StepInput) -> StepOutput:
         """Propose this step's mutations (method-specific)."""

@@ -23,9 +23,8 @@ from typing import Any, ClassVar
 
 from pydantic import Field
 
-from reef.core.records import Record
-from reef.learning.report import Report
-from reef.recipes.distillation import DistillationConfig, DistillationRecipe, Divergence, text_field
+from reef.learning.report import Metadata, Report, Text, text_of
+from reef.recipes.distillation import DistillationConfig, DistillationRecipe, Divergence
 from reef.recipes.reports import CitedInference, ReportJoiningProcessor
 
 
@@ -57,16 +56,29 @@ def multi_turn_sample(samples: list[dict[str, Any]]) -> dict[str, Any] | None:
     }
 
 
-class OPDProcessor(ReportJoiningProcessor):
+class TeacherContextMetadata(Metadata):
+    """The `metadata` an `opd` report may carry."""
+
+    teacher_context: Text | None = Field(None, description="what the teacher sees besides the prompt")
+
+
+class OPDReport(Report):
+    """opd trains from the captured rollout(s) a report cites (a score is stored, not used); any other well-formed
+    report is stored and skipped (no_references, no_training_capture, no_messages)."""
+
+    metadata: TeacherContextMetadata | None = Field(None, description="recipe-specific fields")
+
+
+class OPDProcessor(ReportJoiningProcessor[OPDReport]):
     """One unit per report: its rollout (or its conversation's turns), the teacher prompted like the student."""
 
     def __init__(self, units_per_batch: int, recipe: OPDRecipe) -> None:
-        super().__init__(units_per_batch)
+        super().__init__(units_per_batch, OPDReport)
         self.recipe = recipe
         self.multi_turn = recipe.recipe_config.accept_multi_turn
 
-    def join(self, report: Record, rollouts: list[CitedInference]) -> None:
-        record_ids = [report.agent_record_id, *(r.record_id for r in rollouts)]
+    def join(self, report: OPDReport, rollouts: list[CitedInference]) -> None:
+        record_ids = self.record_ids(report, rollouts)
         cited = rollouts if self.multi_turn else rollouts[:1]
         usable: list[tuple[CitedInference, dict[str, Any]]] = [
             (r, dict(s)) for r, s in ((r, r.policy_sample()) for r in cited) if s is not None
@@ -74,7 +86,7 @@ class OPDProcessor(ReportJoiningProcessor):
         if not usable or len(usable) != len(cited):
             self.skip(record_ids, "no_training_capture" if rollouts else "no_references")
             return
-        context = text_field(((report.payload or {}).get("metadata") or {}).get("teacher_context"))
+        context = text_of(report.metadata.teacher_context) if report.metadata else None
         if context is not None:
             if any(not r.messages for r, _ in usable):
                 self.skip(record_ids, "no_messages")
@@ -96,11 +108,6 @@ class OPDConfig(DistillationConfig):
         "sampled_reverse_kl", description="the per-token divergence between student and teacher"
     )
     accept_multi_turn: bool = Field(False, description="train a conversation's turns as one multi-turn sample")
-
-
-class OPDReport(Report):
-    """opd trains from the captured rollout(s) a report cites (a score is stored, not used); any other well-formed
-    report is stored and skipped (no_references, no_training_capture, no_messages)."""
 
 
 class OPDRecipe(DistillationRecipe):

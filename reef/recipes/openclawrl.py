@@ -26,18 +26,18 @@ import collections
 import uuid
 from typing import Any, ClassVar, Literal
 
-from pydantic import Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from reef.core.errors import BadRequest
 from reef.core.payloads import PolicySample
 from reef.core.records import Record
 from reef.core.settings import Settings
-from reef.judge.base import VERDICT_KEY, JudgeRequest
+from reef.judge.base import JudgeRequest
 from reef.judge.judges import JudgeSettings, open_judge
 from reef.judge.sessions import NextState, Sessions, Turn, message_text
 from reef.judge.worker import JudgeWorker
 from reef.learning.base import Batch, Extensions, FeedbackSource, Processor
-from reef.learning.report import Report, ReportTaker
+from reef.learning.report import Metadata, Report, ReportTaker, read_report
 from reef.recipes.distillation import DistillationConfig, DistillationRecipe
 from reef.recipes.reports import CitedInference
 from reef.recipes.weights import ClipRangeConfig
@@ -66,6 +66,42 @@ def answer_message(record: Record) -> dict[str, Any] | None:
     return kept
 
 
+class Verdict(BaseModel):
+    """A judge's verdict on one turn, as its record's `metadata.judge` carries it (other keys are kept, unread)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    reward: float = 0.0
+    hints: list[Any] = []
+
+
+class VerdictMetadata(Metadata):
+    """The `metadata` an `openclawrl` report may carry: only Reef's judge writes a verdict."""
+
+    judge: Verdict | None = Field(None, description="written by Reef's judge; refused from clients")
+
+
+class OpenClawRLReport(Report):
+    """openclawrl trains from the chat turns themselves, judged by their next state; a report's score on the turn it
+    cites overrides the judge's vote (a report citing nothing is stored and skipped: no_references)."""
+
+    metadata: VerdictMetadata | None = Field(None, description="recipe-specific fields")
+
+    def verdict(self) -> Verdict | None:
+        """The judge's verdict it carries (a verdict record's), or None (a client's report)."""
+        return self.metadata.judge if self.metadata else None
+
+    def check(self, recipe: ReportTaker) -> None:
+        if self.verdict() is not None:
+            raise BadRequest("metadata.judge is written by Reef's judge, not by clients", field="metadata.judge")
+
+    @classmethod
+    def json_schema(cls, recipe: ReportTaker) -> dict[str, Any]:
+        schema = cls.model_json_schema()
+        schema["properties"]["score"]["description"] = "optional: overrides the judge's vote on the cited turn"
+        return schema
+
+
 class OpenClawRLProcessor(Processor):
     """Turns → sessions → (turn, next state) due for the judge → judged turns as units. Pure: the judge's verdicts
     come back as records, and a fresh processor fed the unconsumed records rebuilds the same state."""
@@ -79,8 +115,8 @@ class OpenClawRLProcessor(Processor):
         self.skipped: collections.Counter[str] = collections.Counter()
         self._turns: collections.OrderedDict[str, CitedInference] = collections.OrderedDict()
         self._next: dict[str, NextState] = {}  # turn id -> its next state, until judged
-        self._verdicts: dict[str, Record] = {}  # turn id -> the judge's verdict record
-        self._reports: dict[str, list[Record]] = collections.defaultdict(list)  # turn id -> clients' reports
+        self._verdicts: dict[str, OpenClawRLReport] = {}  # turn id -> the judge's verdict
+        self._reports: dict[str, list[OpenClawRLReport]] = collections.defaultdict(list)  # turn id -> clients' reports
         self._ready: collections.OrderedDict[str, None] = collections.OrderedDict()
         self._reserved: dict[str, list[str]] = {}
         self._skipped_ids: list[str] = []
@@ -120,7 +156,11 @@ class OpenClawRLProcessor(Processor):
                 self._drop(expired.record_id, "no_next_state")
 
     def _report(self, record: Record) -> None:
-        cited = record.references()
+        report = read_report(OpenClawRLReport, record.agent_record_id, record.payload or {})
+        if report is None:  # stored by an older version (or imported as given) in a shape this recipe cannot read
+            self._skip([record.agent_record_id], "unreadable_report")
+            return
+        cited = report.references or []
         if not cited:  # it speaks of no turn: nothing to score
             self._skip([record.agent_record_id], "no_references")
             return
@@ -129,15 +169,15 @@ class OpenClawRLProcessor(Processor):
             # The turn was trained (consumed) already, or is not a chat turn: the report is consumed untrained.
             self._skip([record.agent_record_id], "turn_not_held")
             return
-        if VERDICT_KEY in ((record.payload or {}).get("metadata") or {}):
-            self._verdicts[turn_id] = record
+        if report.verdict() is not None:
+            self._verdicts[turn_id] = report
         else:
-            self._reports[turn_id].append(record)
+            self._reports[turn_id].append(report)
         if turn_id in self._verdicts or self._scored(turn_id):
             self._ready[turn_id] = None
 
     def _scored(self, turn_id: str) -> bool:
-        return any(r.score() is not None for r in self._reports.get(turn_id, ()))
+        return any(r.score is not None for r in self._reports.get(turn_id, ()))
 
     def _reserved_turns(self) -> set[str]:
         return {i for ids in self._reserved.values() for i in ids}
@@ -147,9 +187,9 @@ class OpenClawRLProcessor(Processor):
         self._turns.pop(turn_id, None)
         self._next.pop(turn_id, None)
         self._ready.pop(turn_id, None)
-        cited = [r.agent_record_id for r in self._reports.pop(turn_id, [])]
+        cited = [str(r.agent_record_id) for r in self._reports.pop(turn_id, [])]
         verdict = self._verdicts.pop(turn_id, None)
-        self._skip([turn_id, *cited, *([verdict.agent_record_id] if verdict else [])], reason)
+        self._skip([turn_id, *cited, *([str(verdict.agent_record_id)] if verdict else [])], reason)
 
     def _skip(self, record_ids: list[str], reason: str) -> None:
         self.skipped[reason] += 1
@@ -187,13 +227,13 @@ class OpenClawRLProcessor(Processor):
 
     def reward(self, turn_id: str) -> tuple[float, list[str]]:
         """A turn's reward (the newest client score, else the judge's plurality) and its hints."""
-        scores = [s for s in (r.score() for r in self._reports.get(turn_id, ())) if s is not None]
-        judged = (((self._verdicts[turn_id].payload or {}).get("metadata") or {})[VERDICT_KEY]
-                  if turn_id in self._verdicts else {})  # fmt: skip
-        hints = [h for h in judged.get("hints") or [] if isinstance(h, str)]
+        scores = [r.score for r in self._reports.get(turn_id, ()) if r.score is not None]
+        verdict = self._verdicts[turn_id].verdict() if turn_id in self._verdicts else None
+        judged = verdict or Verdict()
+        hints = [h for h in judged.hints if isinstance(h, str)]
         if scores:
             return float(scores[-1]), hints
-        return float(judged.get("reward", 0)), hints
+        return judged.reward, hints
 
     def build_batch(self, partial: bool = False) -> Batch | None:
         if not self._ready or (len(self._ready) < self.units_per_batch and not partial):
@@ -204,9 +244,9 @@ class OpenClawRLProcessor(Processor):
         for turn_id in chosen:
             del self._ready[turn_id]
             rollout = self._turns[turn_id]
-            reports = [r.agent_record_id for r in self._reports.get(turn_id, ())]
+            reports = [str(r.agent_record_id) for r in self._reports.get(turn_id, ())]
             verdict = self._verdicts.get(turn_id)
-            ids = [turn_id, *reports, *([verdict.agent_record_id] if verdict else [])]
+            ids = [turn_id, *reports, *([str(verdict.agent_record_id)] if verdict else [])]
             record_ids.extend(ids)
             sample = rollout.policy_sample()
             if sample is None:
@@ -250,21 +290,6 @@ class OpenClawRLConfig(DistillationConfig, ClipRangeConfig):
     judge_concurrency: int = Field(4, ge=1, description="judge calls in flight at once")
     judge_temperature: float = Field(0.7, ge=0, description="the judge's sampling temperature")
     judge_max_tokens: int = Field(256, ge=1, description="the judge's completion budget per vote")
-
-
-class OpenClawRLReport(Report):
-    """openclawrl trains from the chat turns themselves, judged by their next state; a report's score on the turn it
-    cites overrides the judge's vote (a report citing nothing is stored and skipped: no_references)."""
-
-    def check(self, recipe: ReportTaker) -> None:
-        if self.metadata is not None and VERDICT_KEY in self.metadata:
-            raise BadRequest("metadata.judge is written by Reef's judge, not by clients", field="metadata.judge")
-
-    @classmethod
-    def json_schema(cls, recipe: ReportTaker) -> dict[str, Any]:
-        schema = cls.model_json_schema()
-        schema["properties"]["score"]["description"] = "optional: overrides the judge's vote on the cited turn"
-        return schema
 
 
 class OpenClawRLRecipe(DistillationRecipe):

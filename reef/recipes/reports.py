@@ -1,8 +1,10 @@
 """Joining feedback reports with the inference records they cite: the shared part of the weight recipes' processors.
 
 Records arrive in sequence order. Inference records are remembered as `CitedInference`s (their captured token ids,
-or their chat messages); a report whose cited records have all been seen is handed to the recipe's `join`,
-which turns it into a training `Unit` (or skips it, with a reason). A report citing a record not seen yet waits.
+or their chat messages). A report record is read as the recipe's report model (`read_report`: the model `POST
+/reef/report` validated it with; a stored report that does not fit it today is skipped, `unreadable_report`); once
+all its cited records have been seen, the parsed report is handed to the recipe's `join`, which turns it into a
+training `Unit` (or skips it, with a reason). A report citing a record not seen yet waits.
 State is derived only from the records ingested, so a fresh processor fed the unconsumed records after a
 restart rebuilds the same units.
 
@@ -19,17 +21,14 @@ from __future__ import annotations
 import abc
 import collections
 import dataclasses
-import math
 import uuid
-from typing import Any
-
-from pydantic import ValidationError
+from typing import Any, Generic
 
 from reef.core.payloads import PolicySample
 from reef.core.records import Record
 from reef.learning.base import Batch, Processor
 from reef.learning.evaluation.holdout import is_held_out
-from reef.learning.report import Report
+from reef.learning.report import ReportT, read_report
 
 MAX_HELD_ROLLOUTS = 20_000
 
@@ -100,13 +99,6 @@ def _answer_text(response: Any) -> str | None:
     return content if isinstance(content, str) else None
 
 
-def score_of(report: Record) -> float | None:
-    """A report's score when it is a finite number, else None (a report without one: the recipe skips it, or an
-    imported report stored as given)."""
-    score = report.score()
-    return float(score) if score is not None and math.isfinite(score) else None
-
-
 @dataclasses.dataclass(frozen=True, slots=True)
 class Unit:
     """One training unit: its samples and every record it consumes."""
@@ -115,22 +107,21 @@ class Unit:
     samples: tuple[dict[str, Any], ...]
 
 
-class ReportJoiningProcessor(Processor):
+class ReportJoiningProcessor(Processor, Generic[ReportT]):
     """Buffers units made by `join`; a batch takes `units_per_batch` of them plus the ids of skipped reports.
 
-    A subclass implements `join` (and, for the held-out gate, `gate_task`); `parsed(report)` gives a report's body
-    as the recipe's `report_model` (validated when it was posted).
+    A subclass implements `join` (and, for the held-out gate, `gate_task`); both receive the report as
+    `report_model` (the recipe's), its `agent_record_id` the record's.
     """
 
     units_per_batch: int
-    # The report type `parsed` returns (a processor built by its recipe sets the recipe's `report_model`).
-    report_model: type[Report] = Report
 
-    def __init__(self, units_per_batch: int) -> None:
+    def __init__(self, units_per_batch: int, report_model: type[ReportT]) -> None:
         self.units_per_batch = units_per_batch
+        self.report_model = report_model
         self.skipped: collections.Counter[str] = collections.Counter()
         self._rollouts: collections.OrderedDict[str, CitedInference] = collections.OrderedDict()
-        self._pending: dict[str, Record] = {}
+        self._pending: dict[str, tuple[int, ReportT]] = {}  # report id -> (sequence, report)
         self._waiting_on: dict[str, set[str]] = collections.defaultdict(set)  # inference id -> report ids
         self._units: list[Unit] = []
         self._reserved: dict[str, list[str]] = {}
@@ -141,23 +132,15 @@ class ReportJoiningProcessor(Processor):
         self._gate_rows: list[dict[str, Any]] = []
 
     @abc.abstractmethod
-    def join(self, report: Record, rollouts: list[CitedInference]) -> None:
+    def join(self, report: ReportT, rollouts: list[CitedInference]) -> None:
         """Turn a report and its cited rollouts into units (`add_unit`) or drop it (`skip`)."""
 
-    def gate_task(self, report: Record, rollouts: list[CitedInference]) -> dict[str, Any] | None:
+    def gate_task(self, report: ReportT, rollouts: list[CitedInference]) -> dict[str, Any] | None:
         """A held-out report as a gate task row (`{"id", "messages", "checker", "answer", "max_tokens"}`; checkers:
         `exact`, `f1`, `ranking`, …), or None when it carries no known answer (then it is trained on). A processor
         that returns rows gets the held-out gate: reports in the `evaluation.holdout_every` split are never trained on
         and the gate scores candidate and serving release on them."""
         return None
-
-    def parsed(self, report: Record) -> Report:
-        """The report's body as `report_model` (an imported report that does not fit is read as a plain `Report`)."""
-        body = {key: value for key, value in (report.payload or {}).items() if key in Report.model_fields}
-        try:
-            return self.report_model.model_validate(body)
-        except ValidationError:
-            return Report.model_construct(**body)
 
     def hold_out(self, every: int, rollouts: bool = True) -> None:
         self._holdout_every = max(0, int(every))
@@ -179,9 +162,9 @@ class ReportJoiningProcessor(Processor):
                 while len(self._rollouts) > MAX_HELD_ROLLOUTS:
                     self._rollouts.popitem(last=False)
             waiting = [self._pending[r] for r in self._waiting_on.pop(record.agent_record_id, ())]
-            for report in sorted(waiting, key=lambda r: r.sequence or 0):
-                if report.agent_record_id in self._pending:
-                    self._try_join(report)
+            for _, waiting_report in sorted(waiting, key=lambda pending: pending[0]):
+                if waiting_report.agent_record_id in self._pending:
+                    self._try_join(waiting_report)
             return
         if record.agent_record_id in self._held_ids:
             return
@@ -189,11 +172,16 @@ class ReportJoiningProcessor(Processor):
         if record.payload is None:  # body evicted by retention: nothing to learn from
             self.skip([record.agent_record_id], "evicted")
             return
-        self._pending[record.agent_record_id] = record
-        self._try_join(record)
+        report = read_report(self.report_model, record.agent_record_id, record.payload)
+        if report is None:  # stored by an older version (or imported as given) in a shape this recipe cannot read
+            self.skip([record.agent_record_id], "unreadable_report")
+            return
+        self._pending[record.agent_record_id] = (record.sequence or 0, report)
+        self._try_join(report)
 
-    def _try_join(self, report: Record) -> None:
-        references = list((report.payload or {}).get("references") or [])
+    def _try_join(self, report: ReportT) -> None:
+        assert report.agent_record_id is not None  # `read_report` sets it
+        references = list(report.references or [])
         missing = [r for r in references if r not in self._rollouts]
         for record_id in missing:
             self._waiting_on[record_id].add(report.agent_record_id)
@@ -207,6 +195,11 @@ class ReportJoiningProcessor(Processor):
                 self._gate_rows.append(row)
                 return
         self.join(report, rollouts)
+
+    @staticmethod
+    def record_ids(report: ReportT, rollouts: list[CitedInference]) -> list[str]:
+        """The ids a unit made of `report` and its cited rollouts consumes."""
+        return [str(report.agent_record_id), *(r.record_id for r in rollouts)]
 
     def add_unit(self, record_ids: list[str], samples: list[dict[str, Any]]) -> None:
         self._units.append(Unit(tuple(record_ids), tuple(samples)))

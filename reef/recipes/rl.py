@@ -26,18 +26,16 @@ from typing import Any, ClassVar
 from pydantic import Field
 
 from reef.core.errors import BadRequest
-from reef.core.records import Record
 from reef.learning.report import Report
 from reef.learning.surface import Surface
-from reef.recipes.reports import CitedInference, ReportJoiningProcessor, score_of
+from reef.recipes.reports import CitedInference, ReportJoiningProcessor
 from reef.recipes.weights import ON_POLICY_WEIGHTS, PolicyGradientConfig, WeightsRecipe
 
 
-def require_score(report: dict[str, Any]) -> None:
-    """Refuse (BadRequest naming `score`) a report without a finite score: for a report that claims a grid cell of a
+def require_score(report: Report) -> None:
+    """Refuse (BadRequest naming `score`) a report without a score: for a report that claims a grid cell of a
     discovery recipe, whose grid is incomplete without it."""
-    score = report.get("score")
-    if isinstance(score, bool) or not isinstance(score, int | float) or not math.isfinite(score):
+    if report.score is None:
         raise BadRequest("a grid cell needs its finite numeric score", field="score")
 
 
@@ -59,30 +57,37 @@ class RunningBaseline:
         return advantage
 
 
-class RLProcessor(ReportJoiningProcessor):
+class RLReport(Report):
+    """rl trains from a score on the cited captured rollout(s); any other well-formed report is stored and skipped
+    (no_score, no_references, no_training_capture)."""
+
+
+class RLProcessor(ReportJoiningProcessor[RLReport]):
     """One unit per scored report: each cited rollout with its recorded log-probs and the report's advantage."""
 
     def __init__(
         self, units_per_batch: int, new_baseline: Callable[[], RunningBaseline], baseline_by: str | None = None
     ) -> None:
-        super().__init__(units_per_batch)
+        super().__init__(units_per_batch, RLReport)
         self.new_baseline = new_baseline
         self.baseline_by = baseline_by
         self.baselines: dict[str | None, RunningBaseline] = {}
 
-    def baseline_for(self, report: Record) -> RunningBaseline:
+    def baseline_group(self, report: RLReport) -> str | None:
+        """The report's `metadata[baseline_by]` value, or None (the scenario's baseline)."""
+        value = report.metadata.get(self.baseline_by) if self.baseline_by and report.metadata else None
+        return None if value is None else str(value)
+
+    def baseline_for(self, report: RLReport) -> RunningBaseline:
         """The scenario's running baseline, or the one of the report's `metadata[baseline_by]` value."""
-        key = None
-        if self.baseline_by:
-            value = ((report.payload or {}).get("metadata") or {}).get(self.baseline_by)
-            key = None if value is None else str(value)
+        key = self.baseline_group(report)
         if key not in self.baselines:
             self.baselines[key] = self.new_baseline()
         return self.baselines[key]
 
-    def join(self, report: Record, rollouts: list[CitedInference]) -> None:
-        record_ids = [report.agent_record_id, *(r.record_id for r in rollouts)]
-        score = score_of(report)
+    def join(self, report: RLReport, rollouts: list[CitedInference]) -> None:
+        record_ids = self.record_ids(report, rollouts)
+        score = report.score
         if score is None:
             self.skip(record_ids, "no_score")
             return
@@ -97,22 +102,20 @@ class RLProcessor(ReportJoiningProcessor):
         # Ranked rollouts need an engine that scores given tokens (the embedded one).
         return "scored reports that cite one captured rollout" if self.holds_rollouts else None
 
-    def gate_task(self, report: Record, rollouts: list[CitedInference]) -> dict[str, Any] | None:
+    def gate_task(self, report: RLReport, rollouts: list[CitedInference]) -> dict[str, Any] | None:
         """A held-out scored rollout for the ranking gate (`reef.learning.evaluation.ranking`), compared within its
         `metadata[baseline_by]` group; None when the report cites anything but one captured rollout."""
         sample = rollouts[0].policy_sample() if len(rollouts) == 1 else None
-        score = score_of(report)
+        score = report.score
         if sample is None or score is None:
             return None
-        payload = report.payload or {}
-        group = (payload.get("metadata") or {}).get(self.baseline_by) if self.baseline_by else None
         return {
             "id": report.agent_record_id,
             "checker": "ranking",
             "prompt_ids": sample["prompt_ids"],
             "completion_ids": sample["completion_ids"],
             "score": score,
-            "group": None if group is None else str(group),
+            "group": self.baseline_group(report),
         }
 
 
@@ -124,11 +127,6 @@ class RLConfig(PolicyGradientConfig):
     baseline_by: str | None = Field(
         None, min_length=1, description="a metadata key whose value gets its own running baseline (None: one)"
     )
-
-
-class RLReport(Report):
-    """rl trains from a score on the cited captured rollout(s); any other well-formed report is stored and skipped
-    (no_score, no_references, no_training_capture)."""
 
 
 class RLRecipe(WeightsRecipe):

@@ -24,49 +24,44 @@ from typing import Any, ClassVar
 
 from pydantic import Field
 
-from reef.core.errors import BadRequest
-from reef.core.records import Record
-from reef.learning.report import Report, ReportTaker, narrowed
-from reef.recipes.distillation import DistillationConfig, DistillationRecipe, text_field
+from reef.learning.report import Metadata, Report, Text, text_of
+from reef.recipes.distillation import DistillationConfig, DistillationRecipe
 from reef.recipes.reports import CitedInference, ReportJoiningProcessor
 from reef.recipes.sft import HELD_OUT_MAX_TOKENS
 
-# A text field a distillation recipe reads: a non-empty string, or {"content": a non-empty string}.
-TEXT: dict[str, Any] = {
-    "type": ["string", "object"],
-    "pattern": "\\S",
-    "properties": {"content": {"type": "string", "pattern": "\\S"}},
-    "required": ["content"],
-}
+
+class ContextMetadata(Metadata):
+    """The `metadata` a distillation report may carry: what the teacher sees besides the prompt."""
+
+    teacher_context: Text | None = Field(None, description="what the teacher sees besides the prompt")
+    demonstration: Text | None = Field(None, description="the answer the model should have given (or {content: …})")
 
 
-def context_of(report: dict[str, Any]) -> str | None:
-    """The report's teacher context: `metadata.teacher_context`, else `metadata.demonstration`; None if neither."""
-    metadata = report.get("metadata") or {}
-    return text_field(metadata.get("teacher_context")) or text_field(metadata.get("demonstration"))
+class SDFTReport(Report):
+    """sdft trains from metadata.teacher_context (or metadata.demonstration) on the cited captured chat rollout; any
+    other well-formed report is stored and skipped (no_context, no_references, no_training_capture, no_messages)."""
+
+    metadata: ContextMetadata | None = Field(None, description="recipe-specific fields")
+
+    def demonstration(self) -> str | None:
+        """`metadata.demonstration`'s text, or None."""
+        return text_of(self.metadata.demonstration) if self.metadata else None
+
+    def teacher_context(self) -> str | None:
+        """The teacher's context: `metadata.teacher_context`, else `metadata.demonstration`; None if neither."""
+        return (text_of(self.metadata.teacher_context) if self.metadata else None) or self.demonstration()
 
 
-def check_text_fields(report: dict[str, Any], *names: str) -> None:
-    """Refuse (BadRequest naming it) a `metadata.<name>` that is there but neither a non-empty string nor
-    `{"content": a non-empty string}`; an absent one passes (the processor skips a report it cannot train from)."""
-    metadata = report.get("metadata") or {}
-    for name in names:
-        if metadata.get(name) is not None and text_field(metadata[name]) is None:
-            raise BadRequest(
-                'must be a non-empty string (or {"content": a non-empty string})', field=f"metadata.{name}"
-            )
-
-
-class SDFTProcessor(ReportJoiningProcessor):
+class SDFTProcessor(ReportJoiningProcessor[SDFTReport]):
     """One unit per report: the cited rollout, with the teacher's prompt carrying the report's context."""
 
     def __init__(self, units_per_batch: int, recipe: SDFTRecipe) -> None:
-        super().__init__(units_per_batch)
+        super().__init__(units_per_batch, SDFTReport)
         self.recipe = recipe
 
-    def join(self, report: Record, rollouts: list[CitedInference]) -> None:
-        record_ids = [report.agent_record_id, *(r.record_id for r in rollouts)]
-        context = context_of(report.payload or {})
+    def join(self, report: SDFTReport, rollouts: list[CitedInference]) -> None:
+        record_ids = self.record_ids(report, rollouts)
+        context = report.teacher_context()
         sample = rollouts[0].policy_sample() if rollouts else None
         if context is None:
             self.skip(record_ids, "no_context")
@@ -82,9 +77,9 @@ class SDFTProcessor(ReportJoiningProcessor):
     def held_out_rule(self) -> str | None:
         return "reports with a demonstration in metadata.demonstration that cite a chat request without tools"
 
-    def gate_task(self, report: Record, rollouts: list[CitedInference]) -> dict[str, Any] | None:
+    def gate_task(self, report: SDFTReport, rollouts: list[CitedInference]) -> dict[str, Any] | None:
         """A held-out report with a `demonstration` (a known answer) on a chat prompt without tools, scored by `f1`."""
-        demonstration = text_field(((report.payload or {}).get("metadata") or {}).get("demonstration"))
+        demonstration = report.demonstration()
         if demonstration is None or not rollouts or not rollouts[0].messages or rollouts[0].tools:
             return None
         return {
@@ -102,22 +97,6 @@ class SDFTConfig(DistillationConfig):
     context_template: str = Field(
         "\n\nThe correct reply is:\n{context}", description="how the context block is written; must hold `{context}`"
     )
-
-
-class SDFTReport(Report):
-    """sdft trains from metadata.teacher_context (or metadata.demonstration) on the cited captured chat rollout; any
-    other well-formed report is stored and skipped (no_context, no_references, no_training_capture, no_messages)."""
-
-    def check(self, recipe: ReportTaker) -> None:
-        check_text_fields(self.model_dump(exclude_none=True), "teacher_context", "demonstration")
-
-    @classmethod
-    def json_schema(cls, recipe: ReportTaker) -> dict[str, Any]:
-        metadata = {
-            "teacher_context": {**TEXT, "description": "what the teacher sees besides the prompt"},
-            "demonstration": {**TEXT, "description": "the answer the model should have given (or {content: …})"},
-        }
-        return narrowed(cls.model_json_schema(), metadata=metadata)
 
 
 class SDFTRecipe(DistillationRecipe):

@@ -26,32 +26,58 @@ grid missing a cell never completes. A report that claims none (a plain score, s
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, ClassVar, cast
+from typing import Annotated, Any, ClassVar
 
-from pydantic import Field
+from pydantic import Field, StrictInt
 
 from reef.core.errors import BadRequest
 from reef.core.payloads import PolicySample
-from reef.core.records import Record
-from reef.learning.report import Report, ReportTaker, narrowed, with_grid_cell
+from reef.learning.report import Metadata, Report, ReportTaker, refusing, with_grid_cell
 from reef.recipes.distillation import DistillationConfig, DistillationRecipe, Divergence, text_field
-from reef.recipes.reports import CitedInference, ReportJoiningProcessor, score_of
+from reef.recipes.reports import CitedInference, ReportJoiningProcessor
 from reef.recipes.rl import require_score
 
 CELL_KEYS = ("step", "group", "rollout")
+GridKey = Annotated[Annotated[str, Field(min_length=1)] | StrictInt, refusing("must be a string or an integer")]
 
 
-def cell_of(metadata: Any) -> tuple[str, str, int] | None:
-    """A report's grid cell `(step, group, rollout)` from its metadata, or None when it names no whole cell."""
-    if not isinstance(metadata, dict):
-        return None
-    step, group, rollout = (metadata.get(key) for key in CELL_KEYS)
-    keys = (step, group)
-    if any(isinstance(k, bool) or not isinstance(k, str | int) or k == "" for k in keys):
-        return None
-    if isinstance(rollout, bool) or not isinstance(rollout, int) or rollout < 0:
-        return None
-    return str(step), str(group), rollout
+class CellMetadata(Metadata):
+    """The `metadata` of an attempt in a grid: its cell."""
+
+    step: GridKey | None = Field(None, description="the grid (all attempts of one step)")
+    group: GridKey | None = Field(None, description="the prompt of the grid")
+    rollout: Annotated[StrictInt, Field(ge=0), refusing("must be an integer ≥ 0")] | None = Field(
+        None, description="the attempt's number within its group"
+    )
+
+    def cell(self) -> tuple[str, str, int] | None:
+        """`(step, group, rollout)`, or None when it names no whole cell."""
+        if self.step is None or self.group is None or self.rollout is None:
+            return None
+        return str(self.step), str(self.group), self.rollout
+
+
+class SDPOReport(Report):
+    """sdpo trains from complete grids of attempts: reports with a score, the receipt of the attempt and
+    metadata.{step, group, rollout}; a report that claims no grid cell is stored and skipped (not_a_grid_cell)."""
+
+    metadata: CellMetadata | None = Field(None, description="recipe-specific fields")
+
+    def check(self, recipe: ReportTaker) -> None:
+        """Refuse (BadRequest naming the field) a report that claims a grid cell but is not a whole one."""
+        metadata = self.metadata
+        if metadata is None or all(metadata.get(key) is None for key in CELL_KEYS):
+            return  # not an attempt of a grid: stored, and skipped by the processor (not_a_grid_cell)
+        require_score(self)
+        for name in CELL_KEYS:
+            if metadata.get(name) is None:
+                raise BadRequest(f"a grid cell needs metadata.{name}", field=f"metadata.{name}")
+        if not self.references:
+            raise BadRequest("a grid cell needs the receipt of the attempt", field="references")
+
+    @classmethod
+    def json_schema(cls, recipe: ReportTaker) -> dict[str, Any]:
+        return with_grid_cell(cls.model_json_schema(), CELL_KEYS, ("score", "references"))
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -80,11 +106,11 @@ def teacher_context(attempts: list[Attempt], index: int, threshold: float, own: 
     return "\n".join(parts) if parts else None
 
 
-class SDPOProcessor(ReportJoiningProcessor):
+class SDPOProcessor(ReportJoiningProcessor[SDPOReport]):
     """Collects attempts by grid (`metadata.step`); a complete grid of one release becomes one unit."""
 
     def __init__(self, units_per_batch: int, recipe: SDPORecipe) -> None:
-        super().__init__(units_per_batch)
+        super().__init__(units_per_batch, SDPOReport)
         self.recipe = recipe
         config = recipe.recipe_config
         self.groups, self.rollouts = config.groups, config.rollouts
@@ -93,10 +119,9 @@ class SDPOProcessor(ReportJoiningProcessor):
         self._grids: dict[str, dict[tuple[str, int], Attempt]] = {}
         self._discarded: list[tuple[str, list[str]]] = []
 
-    def join(self, report: Record, rollouts: list[CitedInference]) -> None:
-        payload = report.payload or {}
-        record_ids = [report.agent_record_id, *(r.record_id for r in rollouts)]
-        cell, score = cell_of(payload.get("metadata")), score_of(report)
+    def join(self, report: SDPOReport, rollouts: list[CitedInference]) -> None:
+        record_ids = self.record_ids(report, rollouts)
+        cell, score = report.metadata.cell() if report.metadata else None, report.score
         if cell is None:
             self.skip(record_ids, "not_a_grid_cell")
             return
@@ -108,7 +133,7 @@ class SDPOProcessor(ReportJoiningProcessor):
             self.skip(record_ids, "no_training_capture" if rollouts else "no_references")
             return
         step, group, rollout = cell
-        attempt = Attempt(record_ids, rollouts[0], sample, score, text_field(payload.get("feedback")))
+        attempt = Attempt(record_ids, rollouts[0], sample, score, text_field(report.feedback))
         grid = self._grids.setdefault(step, {})
         grid[(group, rollout)] = attempt
         if len(grid) >= self.groups * self.rollouts:
@@ -163,20 +188,6 @@ class SDPOConfig(DistillationConfig):
     self_demonstration: bool = Field(False, description="show a lone success its own answer as the demonstration")
 
 
-class SDPOReport(Report):
-    """sdpo trains from complete grids of attempts: reports with a score, the receipt of the attempt and
-    metadata.{step, group, rollout}; a report that claims no grid cell is stored and skipped (not_a_grid_cell)."""
-
-    def check(self, recipe: ReportTaker) -> None:
-        cast("SDPORecipe", recipe).check_report(self.model_dump(exclude_none=True))
-
-    @classmethod
-    def json_schema(cls, recipe: ReportTaker) -> dict[str, Any]:
-        key = {"type": ["string", "integer"], "minLength": 1}
-        cell = {"step": key, "group": key, "rollout": {"type": "integer", "minimum": 0}}
-        return with_grid_cell(narrowed(cls.model_json_schema(), metadata=cell), CELL_KEYS, ("score", "references"))
-
-
 class SDPORecipe(DistillationRecipe):
     """Self-distillation from successful sibling attempts in grids of prompts × attempts."""
 
@@ -185,25 +196,6 @@ class SDPORecipe(DistillationRecipe):
     config_model: ClassVar[type[SDPOConfig]] = SDPOConfig
     report_model: ClassVar[type[Report]] = SDPOReport
     recipe_config: SDPOConfig
-
-    def check_report(self, report: dict[str, Any]) -> None:
-        """Refuse (BadRequest naming the field) a report that claims a grid cell but is not a whole one."""
-        metadata = report.get("metadata")
-        metadata = metadata if isinstance(metadata, dict) else {}
-        if not any(key in metadata for key in CELL_KEYS):
-            return  # not an attempt of a grid: stored, and skipped by the processor (not_a_grid_cell)
-        require_score(report)
-        for name in ("step", "group"):
-            value = metadata.get(name)
-            if isinstance(value, bool) or not isinstance(value, str | int) or value == "":
-                raise BadRequest(
-                    f"a grid cell needs metadata.{name} (a string or an integer)", field=f"metadata.{name}"
-                )
-        rollout = metadata.get("rollout")
-        if isinstance(rollout, bool) or not isinstance(rollout, int) or rollout < 0:
-            raise BadRequest("a grid cell needs metadata.rollout, an integer ≥ 0", field="metadata.rollout")
-        if not report.get("references"):
-            raise BadRequest("a grid cell needs the receipt of the attempt", field="references")
 
     def processor(self) -> SDPOProcessor:
         grid = self.recipe_config.groups * self.recipe_config.rollouts

@@ -20,52 +20,65 @@ from typing import Any, ClassVar, cast
 from pydantic import Field
 
 from reef.core.errors import BadRequest
-from reef.core.records import Record
 from reef.learning.recipe_config import RecipeConfig
-from reef.learning.report import Report, ReportTaker, narrowed
+from reef.learning.report import Metadata, Report, ReportTaker, Text, narrowed, text_of
 from reef.recipes.reports import CitedInference, ReportJoiningProcessor
 from reef.recipes.weights import WeightsRecipe
 
 
-def demonstration_of(report: dict[str, Any], from_feedback: bool) -> str | None:
-    """The demonstration text a report carries, or None."""
-    if from_feedback:
-        feedback = report.get("feedback")
-        return feedback if isinstance(feedback, str) and feedback else None
-    demonstration = (report.get("metadata") or {}).get("demonstration")
-    if isinstance(demonstration, dict):
-        demonstration = demonstration.get("content")
-    return demonstration if isinstance(demonstration, str) and demonstration else None
+class DemonstrationMetadata(Metadata):
+    """The `metadata` an `sft` report may carry."""
+
+    demonstration: Text | None = Field(None, description="the answer the model should have given (or {content: …})")
+    messages: Any = Field(None, description="the prompt as chat messages, for a report that cites no inference")
 
 
-def check_demonstration(report: dict[str, Any], from_feedback: bool) -> None:
-    """Refuse a report whose demonstration field is there but malformed (BadRequest naming it); one without a
-    demonstration passes: it is stored, and the processor skips it."""
-    if from_feedback:
+class SFTReport(Report):
+    """sft trains from a demonstration on the prompt of the cited inference (or metadata.messages); any other
+    well-formed report is stored and skipped (no_demonstration, no_prompt)."""
+
+    metadata: DemonstrationMetadata | None = Field(None, description="recipe-specific fields")
+
+    def demonstration(self, from_feedback: bool) -> str | None:
+        """The demonstration text it carries (its `feedback` text, with `from_feedback`), or None."""
+        if from_feedback:
+            return self.feedback if isinstance(self.feedback, str) and self.feedback else None
+        return text_of(self.metadata.demonstration) if self.metadata else None
+
+    def reported_messages(self) -> dict[str, Any] | None:
+        """`metadata.messages` as a prompt, when it is a non-empty list."""
+        messages = self.metadata.messages if self.metadata else None
+        return {"messages": messages} if isinstance(messages, list) and messages else None
+
+    def check(self, recipe: ReportTaker) -> None:
         # `feedback` may be any object; only text is read as the demonstration, and empty text is none.
-        if report.get("feedback") == "":
+        if _from_feedback(recipe) and self.feedback == "":
             raise BadRequest("the demonstration must be a non-empty string", field="feedback")
-        return
-    demonstration = (report.get("metadata") or {}).get("demonstration")
-    if demonstration is not None and demonstration_of(report, from_feedback) is None:
-        raise BadRequest(
-            'the demonstration must be a non-empty string (or {"content": a non-empty string})',
-            field="metadata.demonstration",
-        )
+
+    @classmethod
+    def json_schema(cls, recipe: ReportTaker) -> dict[str, Any]:
+        base = cls.model_json_schema()
+        if _from_feedback(recipe):
+            feedback = {
+                "type": ["string", "object"],
+                "minLength": 1,
+                "description": "text: the answer the model should have given (an object is stored, not trained on)",
+            }
+            return {**narrowed(base, feedback=feedback), "description": TRAINS_FROM.format(field="`feedback` text")}
+        return {**base, "description": TRAINS_FROM.format(field="`metadata.demonstration`")}
 
 
-class SFTProcessor(ReportJoiningProcessor):
+class SFTProcessor(ReportJoiningProcessor[SFTReport]):
     """One unit per report: the cited prompt with the demonstration as its completion."""
 
     def __init__(self, units_per_batch: int, demonstration_from_feedback: bool = False) -> None:
-        super().__init__(units_per_batch)
+        super().__init__(units_per_batch, SFTReport)
         self.demonstration_from_feedback = demonstration_from_feedback
 
-    def join(self, report: Record, rollouts: list[CitedInference]) -> None:
-        payload = report.payload or {}
-        record_ids = [report.agent_record_id, *(r.record_id for r in rollouts)]
-        demonstration = demonstration_of(payload, self.demonstration_from_feedback)
-        prompt = rollouts[0].prompt() if rollouts else _reported_messages(payload)
+    def join(self, report: SFTReport, rollouts: list[CitedInference]) -> None:
+        record_ids = self.record_ids(report, rollouts)
+        demonstration = report.demonstration(self.demonstration_from_feedback)
+        prompt = rollouts[0].prompt() if rollouts else report.reported_messages()
         if demonstration is None:
             self.skip(record_ids, "no_demonstration")
         elif prompt is None:
@@ -77,12 +90,11 @@ class SFTProcessor(ReportJoiningProcessor):
         field = "the feedback text" if self.demonstration_from_feedback else "metadata.demonstration"
         return f"reports with a demonstration in {field} on a chat prompt without tools, cited or in metadata.messages"
 
-    def gate_task(self, report: Record, rollouts: list[CitedInference]) -> dict[str, Any] | None:
+    def gate_task(self, report: SFTReport, rollouts: list[CitedInference]) -> dict[str, Any] | None:
         """The cited prompt (as chat messages, without tools) with the demonstration as the answer, scored by `f1`."""
-        payload = report.payload or {}
-        demonstration = demonstration_of(payload, self.demonstration_from_feedback)
+        demonstration = report.demonstration(self.demonstration_from_feedback)
         prompt = ({"messages": rollouts[0].messages} if rollouts[0].messages else None) if rollouts else None
-        prompt = prompt or _reported_messages(payload)
+        prompt = prompt or report.reported_messages()
         if demonstration is None or prompt is None or (rollouts and rollouts[0].tools):
             return None
         return {
@@ -93,11 +105,6 @@ class SFTProcessor(ReportJoiningProcessor):
             # Enough for the answer and a few words around it (about 3 characters a token).
             "max_tokens": min(len(demonstration) // 3 + 16, HELD_OUT_MAX_TOKENS),
         }
-
-
-def _reported_messages(payload: dict[str, Any]) -> dict[str, Any] | None:
-    messages = (payload.get("metadata") or {}).get("messages")
-    return {"messages": messages} if isinstance(messages, list) and messages else None
 
 
 HELD_OUT_MAX_TOKENS = 512
@@ -115,34 +122,6 @@ class SFTConfig(RecipeConfig):
         False, description="take the demonstration from the report's `feedback` instead of `metadata.demonstration`"
     )
     kl_coef: float = Field(0.0, ge=0, description="weight of the KL penalty to the base model (0: none)")
-
-
-class SFTReport(Report):
-    """sft trains from a demonstration on the prompt of the cited inference (or metadata.messages); any other
-    well-formed report is stored and skipped (no_demonstration, no_prompt)."""
-
-    def check(self, recipe: ReportTaker) -> None:
-        check_demonstration(self.model_dump(exclude_none=True), _from_feedback(recipe))
-
-    @classmethod
-    def json_schema(cls, recipe: ReportTaker) -> dict[str, Any]:
-        base = cls.model_json_schema()
-        if _from_feedback(recipe):
-            feedback = {
-                "type": ["string", "object"],
-                "minLength": 1,
-                "description": "text: the answer the model should have given (an object is stored, not trained on)",
-            }
-            return {**narrowed(base, feedback=feedback), "description": TRAINS_FROM.format(field="`feedback` text")}
-        demonstration = {
-            "type": ["string", "object"],
-            "minLength": 1,
-            "properties": {"content": {"type": "string", "minLength": 1}},
-            "required": ["content"],
-            "description": "the answer the model should have given (or {content: …})",
-        }
-        schema = narrowed(base, metadata={"demonstration": demonstration})
-        return {**schema, "description": TRAINS_FROM.format(field="`metadata.demonstration`")}
 
 
 def _from_feedback(recipe: ReportTaker) -> bool:

@@ -39,11 +39,9 @@ from reef.learning.report import Report, ReportTaker, narrowed, with_grid_cell
 from reef.learning.surface import Surface
 from reef.recipes.entropic import entropic_advantages
 from reef.recipes.rl import require_score
-from reef.recipes.tttd_grid import CELL_KEYS, Advantages, GridProcessor
+from reef.recipes.tttd_grid import CELL_KEYS, Advantages, GridProcessor, GridReport
 from reef.recipes.weights import ON_POLICY_WEIGHTS, PolicyGradientConfig, WeightsRecipe
 from reef.sandbox import Limits, isolation
-
-_CELL = {"type": "integer", "minimum": 0}
 
 
 class NoGate(Evaluator):
@@ -73,13 +71,13 @@ class TTTDConfig(PolicyGradientConfig):
     eval_wall_s: float = Field(20.0, gt=0, description="wall-clock seconds one sandboxed evaluation may take")
 
 
-class GridReport(Report):
+class TTTDReport(GridReport):
     """A discovery recipe learns from complete grids of attempts: reports with a score and metadata.{step, group,
     rollout, parent_id} (the attempt's receipt for the weights); a report that claims no grid cell is stored and
     skipped (not_a_grid_cell)."""
 
     def check(self, recipe: ReportTaker) -> None:
-        cast("TTTDRecipe", recipe).check_report(self.model_dump(exclude_none=True))
+        cast("TTTDRecipe", recipe).check_report(self)
 
     @classmethod
     def json_schema(cls, recipe: ReportTaker) -> dict[str, Any]:
@@ -94,7 +92,7 @@ class TTTDRecipe(WeightsRecipe, Search):
     name: ClassVar[str] = "tttd"
     loss_name: ClassVar[str] = "rl"
     config_model: ClassVar[type[TTTDConfig]] = TTTDConfig
-    report_model: ClassVar[type[Report]] = GridReport
+    report_model: ClassVar[type[Report]] = TTTDReport
     recipe_config: TTTDConfig
     _problem: Problem | None = None
 
@@ -124,40 +122,37 @@ class TTTDRecipe(WeightsRecipe, Search):
 
     # ---- reports ---------------------------------------------------------------------------------------------
 
-    def check_report(self, report: dict[str, Any]) -> None:
+    def check_report(self, report: GridReport) -> None:
         """Refuse (BadRequest naming the field) a report that claims a grid cell but is not a whole one of this grid."""
-        meta = report.get("metadata")
-        if not isinstance(meta, dict) or not any(key in meta for key in CELL_KEYS):
+        meta = report.metadata
+        if meta is None or not report.claims_cell():
             return  # not an attempt of the grid: stored, and skipped by the processor (not_a_grid_cell)
         require_score(report)
         config = self.recipe_config
         bounds = {"step": math.inf, "group": config.groups, "rollout": config.rollouts}
         for key, bound in bounds.items():
             value = meta.get(key)
-            if isinstance(value, bool) or not isinstance(value, int) or value < (1 if key == "step" else 0):
+            if value is None:
                 raise BadRequest(
                     f"must be a {'positive' if key == 'step' else 'non-negative'} integer", field=f"metadata.{key}"
                 )
             if value >= bound:
                 raise BadRequest(f"no grid cell {key} {value}: the grid has {bound} {key}s", field=f"metadata.{key}")
-        if not isinstance(meta.get("parent_id"), str) or not meta["parent_id"]:
+        if not meta.parent_id:
             raise BadRequest("must name the archive entry the attempt improves on", field="metadata.parent_id")
-        solution = meta.get("solution")
-        if solution is not None:
+        if meta.solution is not None:
             problem = self.problem()
-            if not isinstance(solution, str) or not parses(solution, problem.solution_format):
+            if not parses(meta.solution, problem.solution_format):
                 raise BadRequest(f"is not a valid {problem.solution_format} solution", field="metadata.solution")
 
     def grid_schema(self, base: dict[str, Any]) -> dict[str, Any]:
         """`base` with this grid's cell bounds."""
         config = self.recipe_config
         cell = {
-            "step": {"type": "integer", "minimum": 1},
-            "group": {**_CELL, "maximum": config.groups - 1},
-            "rollout": {**_CELL, "maximum": config.rollouts - 1},
+            "group": {"maximum": config.groups - 1},
+            "rollout": {"maximum": config.rollouts - 1},
         }
-        schema = narrowed(base, metadata={**cell, "parent_id": {"type": "string", "minLength": 1}})
-        return with_grid_cell(schema, CELL_KEYS, ("score",))
+        return with_grid_cell(narrowed(base, metadata=cell), CELL_KEYS, ("score",))
 
     def processor(self) -> GridProcessor:
         config, problem = self.recipe_config, self.problem()

@@ -18,16 +18,46 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import Field, StrictInt
 
 from reef.core.payloads import PolicySample
 from reef.core.records import Record
-from reef.recipes.reports import CitedInference, ReportJoiningProcessor, score_of
+from reef.learning.report import Metadata, Report, refusing
+from reef.recipes.reports import CitedInference, ReportJoiningProcessor
 
 Advantages = Callable[[list[float]], list[float] | None]
 Reward = Callable[[float | None, bool], float]
 
 CELL_KEYS = ("step", "group", "rollout", "parent_id")  # a report whose metadata names any of them claims a cell
+Index = Annotated[StrictInt, Field(ge=0), refusing("must be a non-negative integer")]
+
+
+class GridMetadata(Metadata):
+    """The `metadata` of an attempt: its cell in a step's grid, and the attempt as the evaluator judged it."""
+
+    step: Annotated[StrictInt, Field(ge=1), refusing("must be a positive integer")] | None = Field(
+        None, description="the search step"
+    )
+    group: Index | None = Field(None, description="the parent's row of the grid")
+    rollout: Index | None = Field(None, description="the attempt's column of the grid")
+    parent_id: Annotated[str, Field(min_length=1), refusing("must name the archive entry the attempt improves on")] | (
+        None
+    ) = Field(None, description="the archive entry the attempt improves on")
+    solution: str | None = Field(None, description="the extracted solution text (null: none could be extracted)")
+    valid: bool | None = Field(None, description="whether the evaluator found the solution valid")
+    details: Any = Field(None, description="the evaluator's words")
+
+
+class GridReport(Report):
+    """An attempt of a grid (the discovery recipe's report model adds the checks its grid's bounds decide)."""
+
+    metadata: GridMetadata | None = Field(None, description="recipe-specific fields")
+
+    def claims_cell(self) -> bool:
+        """Whether its metadata names any of the cell keys (then it must be a whole cell)."""
+        return self.metadata is not None and any(self.metadata.get(key) is not None for key in CELL_KEYS)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -41,11 +71,11 @@ class Cell:
     release_id: str | None
 
 
-class GridProcessor(ReportJoiningProcessor):
+class GridProcessor(ReportJoiningProcessor[GridReport]):
     """Collects a step's grid of attempts; a complete grid becomes one unit (a batch is one grid)."""
 
     def __init__(self, groups: int, rollouts: int, advantages: Advantages, reward: Reward) -> None:
-        super().__init__(units_per_batch=1)
+        super().__init__(1, GridReport)
         self.groups, self.rollouts = groups, rollouts
         self.advantages = advantages
         self.reward = reward
@@ -57,18 +87,17 @@ class GridProcessor(ReportJoiningProcessor):
             self._release_of[record.agent_record_id] = record.release_id()
         super().ingest(record)
 
-    def join(self, report: Record, rollouts: list[CitedInference]) -> None:
-        payload = report.payload or {}
-        meta = payload.get("metadata") or {}
-        record_ids = [report.agent_record_id, *(r.record_id for r in rollouts)]
+    def join(self, report: GridReport, rollouts: list[CitedInference]) -> None:
+        meta = report.metadata
+        record_ids = self.record_ids(report, rollouts)
         found = self.cell_of(meta)
-        if found is None:
+        if meta is None or found is None:
             self.skip(record_ids, "not_a_grid_cell")
             return
         step, cell = found
-        solution = meta.get("solution")
-        valid = bool(meta.get("valid", solution is not None)) and solution is not None
-        score = score_of(report) if valid else None
+        solution = meta.solution
+        valid = (meta.valid if meta.valid is not None else solution is not None) and solution is not None
+        score = report.score if valid else None
         if valid and score is None:
             self.skip(record_ids, "no_score")
             return
@@ -81,7 +110,7 @@ class GridProcessor(ReportJoiningProcessor):
             "step": step,
             "group": cell[0],
             "rollout": cell[1],
-            "parent_id": str(meta["parent_id"]),
+            "parent_id": str(meta.parent_id),
             "solution": solution,
             "score": score,
             "reward": reward,
@@ -95,15 +124,11 @@ class GridProcessor(ReportJoiningProcessor):
             del self._grids[step]
             self._emit(grid)
 
-    def cell_of(self, meta: Any) -> tuple[int, tuple[int, int]] | None:
+    def cell_of(self, meta: GridMetadata | None) -> tuple[int, tuple[int, int]] | None:
         """`(step, (group, rollout))` of a report's metadata, or None when it names no cell of this grid."""
-        if not isinstance(meta, dict) or not isinstance(meta.get("parent_id"), str) or not meta["parent_id"]:
+        if meta is None or not meta.parent_id or meta.step is None or meta.group is None or meta.rollout is None:
             return None
-        values = [meta.get(key) for key in ("step", "group", "rollout")]
-        integers = [v for v in values if isinstance(v, int) and not isinstance(v, bool)]
-        if len(integers) != len(values):
-            return None
-        step, group, rollout = integers
+        step, group, rollout = meta.step, meta.group, meta.rollout
         if step < 1 or not 0 <= group < self.groups or not 0 <= rollout < self.rollouts:
             return None
         return step, (group, rollout)

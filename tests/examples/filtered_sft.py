@@ -11,11 +11,10 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
-from reef.core.records import Record
 from reef.learning.recipe_config import RecipeConfig
-from reef.learning.report import Report
+from reef.learning.report import Metadata, Report
 from reef.recipes.reports import CitedInference, ReportJoiningProcessor
 from reef.recipes.weights import WeightsRecipe
 
@@ -26,10 +25,8 @@ class FilteredSFTConfig(RecipeConfig):
     min_score: float = Field(0.5, description="reports scored below this are not trained on")
 
 
-class Demonstration(BaseModel):
+class Demonstration(Metadata):
     """The report's `metadata`: the answer the model should have given (other keys are kept, not read)."""
-
-    model_config = ConfigDict(extra="allow")
 
     demonstration: str | None = Field(None, min_length=1, description="the answer the model should have given")
 
@@ -39,24 +36,21 @@ class FilteredReport(Report):
     least `min_score`; any other well-formed report is stored and skipped (below_min_score, no_demonstration,
     no_prompt)."""
 
-    metadata: Demonstration | None = None  # type: ignore[assignment]  # narrower than Report's dict
+    metadata: Demonstration | None = None  # validated when posted: a malformed demonstration is a 400 naming it
 
 
-class FilteredProcessor(ReportJoiningProcessor):
+class FilteredProcessor(ReportJoiningProcessor[FilteredReport]):
     """One unit per well-scored report: the cited prompt with the demonstration as its completion."""
 
-    report_model = FilteredReport
-
     def __init__(self, units_per_batch: int, min_score: float) -> None:
-        super().__init__(units_per_batch)
+        super().__init__(units_per_batch, FilteredReport)  # each stored report arrives parsed as FilteredReport
         self.min_score = min_score
 
-    def join(self, report: Record, cited: list[CitedInference]) -> None:
-        body = self.parsed(report)
-        record_ids = [report.agent_record_id, *(c.record_id for c in cited)]
-        demonstration = body.metadata.demonstration if isinstance(body.metadata, Demonstration) else None
+    def join(self, report: FilteredReport, cited: list[CitedInference]) -> None:
+        record_ids = self.record_ids(report, cited)  # the report's id and its cited inferences' ids
+        demonstration = report.metadata.demonstration if report.metadata else None
         prompt = cited[0].prompt() if cited else None  # {"messages": [...], "tools"?} or {"prompt_ids": [...]}
-        if body.score is None or body.score < self.min_score:
+        if report.score is None or report.score < self.min_score:
             self.skip(record_ids, "below_min_score")
         elif demonstration is None:
             self.skip(record_ids, "no_demonstration")
@@ -65,9 +59,8 @@ class FilteredProcessor(ReportJoiningProcessor):
         else:
             self.add_unit(record_ids, [{**prompt, "completion_text": demonstration}])
 
-    def gate_task(self, report: Record, cited: list[CitedInference]) -> dict[str, Any] | None:
-        body = self.parsed(report)
-        demonstration = body.metadata.demonstration if isinstance(body.metadata, Demonstration) else None
+    def gate_task(self, report: FilteredReport, cited: list[CitedInference]) -> dict[str, Any] | None:
+        demonstration = report.metadata.demonstration if report.metadata else None
         if demonstration is None or not cited or not cited[0].messages:
             return None
         return {"id": report.agent_record_id, "messages": cited[0].messages, "checker": "f1", "answer": demonstration}

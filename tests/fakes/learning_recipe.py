@@ -17,7 +17,7 @@ from reef.learning.base import Batch, Candidate, Extensions, GrowContext, Proces
 from reef.learning.report import Report
 from reef.learning.surface import HARNESS, Surface
 from reef.recipes.reports import CitedInference
-from reef.recipes.sft import SFTProcessor, demonstration_of
+from reef.recipes.sft import SFTProcessor, SFTReport
 from reef.recipes.weights import WeightsRecipe
 from tests.fakes.dict_engine import ANSWERS_FILE, read_answers
 
@@ -98,9 +98,9 @@ class FileRecipe(DemoRecipe):
 class CitingDemoProcessor(SFTProcessor):
     """SFT's report joining and held-out split, with samples the fake backend understands."""
 
-    def join(self, report: Record, rollouts: list[CitedInference]) -> None:
-        demonstration = demonstration_of(report.payload or {}, False)
-        record_ids = [report.agent_record_id, *(r.record_id for r in rollouts)]
+    def join(self, report: SFTReport, rollouts: list[CitedInference]) -> None:
+        demonstration = report.demonstration(from_feedback=False)
+        record_ids = self.record_ids(report, rollouts)
         prompt = rollouts[0].messages[-1]["content"] if rollouts and rollouts[0].messages else None
         if demonstration is None or prompt is None:
             self.skip(record_ids, "unusable")
