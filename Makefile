@@ -49,7 +49,7 @@ TEST_WORKERS ?= 3
 test:
 	$(MAKE) --no-print-directory -j2 setup-llamacpp system-deps
 	$(PY) -m pytest -q -p no:cacheprovider -n auto -m "not model and not e2e"
-	$(PY) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile -m "model or e2e"
+	$(PY) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder -m "model or e2e"
 
 # No model, no llama.cpp build, no server process: the tier to run while working (docs/developer/testing.md).
 # One pytest worker per core (pytest-xdist): these tests share no server, port or schema.
