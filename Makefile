@@ -44,7 +44,7 @@ system-deps:
 # Every tier: the fast one (one worker per core), then the real model (`model`) and whatever starts a server,
 # browser, Ray or agent (`e2e`) on TEST_WORKERS workers, a test file per worker at a time (a file's tests share its
 # server or model). The system packages and agents install while pip and the llama.cpp build run.
-TEST_WORKERS ?= 3
+TEST_WORKERS ?= 2
 
 test:
 	$(MAKE) --no-print-directory -j2 setup-llamacpp system-deps
