@@ -19,7 +19,7 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 # The optional llama.cpp forward (`--inference.forward llama.cpp`): llama-cpp-python builds libllama from its
-# source distribution for this CPU, with one fix to its AMX kernels (scripts/build_llamacpp.py: about 5 minutes on
+# source distribution for this CPU, with one fix to its AMX kernels (scripts/build_llamacpp.py: about 3 minutes on
 # 2 cores the first time; the built wheel is kept in ~/.cache/reef/wheels).
 setup-llamacpp: $(VENV)/.llamacpp
 

@@ -70,7 +70,7 @@ def main() -> None:
             source = next(path for path in Path(tmp).iterdir() if path.is_dir())
             for file, text, replacement in EDITS:
                 _edit(source / file, text, replacement)
-            print(f"building llama-cpp-python {version} for this CPU (about 5 minutes on 2 cores)", flush=True)
+            print(f"building llama-cpp-python {version} for this CPU (about 3 minutes on 2 cores)", flush=True)
             staging = Path(tmp) / "wheel"
             subprocess.run(
                 [*pip, "wheel", "--no-deps", "-w", str(staging), str(source)],
