@@ -19,7 +19,7 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 # The optional llama.cpp forward (`--inference.forward llama.cpp`): llama-cpp-python builds libllama from its
-# source distribution for this CPU, with one fix to its AMX kernels (scripts/build_llamacpp.py: about 5 minutes on
+# source distribution for this CPU, with one fix to its AMX kernels (scripts/build_llamacpp.py: about 3 minutes on
 # 2 cores the first time; the built wheel is kept in ~/.cache/reef/wheels).
 setup-llamacpp: $(VENV)/.llamacpp
 
@@ -41,11 +41,15 @@ system-deps:
 	fi
 	@python3 scripts/install_agents.py || echo "some coding agents are not installed: their tests will be skipped"
 
-# Every tier: the fast one (one worker per core), then, one at a time, the real model (`model`) and whatever starts a
-# server, browser, Ray or agent (`e2e`).
-test: setup setup-llamacpp system-deps
+# Every tier: the fast one (one worker per core), then the real model (`model`) and whatever starts a server,
+# browser, Ray or agent (`e2e`) on TEST_WORKERS workers, a test file per worker at a time (a file's tests share its
+# server or model). The system packages and agents install while pip and the llama.cpp build run.
+TEST_WORKERS ?= 2
+
+test:
+	$(MAKE) --no-print-directory -j2 setup-llamacpp system-deps
 	$(PY) -m pytest -q -p no:cacheprovider -n auto -m "not model and not e2e"
-	$(PY) -m pytest -q -p no:cacheprovider -m "model or e2e"
+	$(PY) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder -m "model or e2e"
 
 # No model, no llama.cpp build, no server process: the tier to run while working (docs/developer/testing.md).
 # One pytest worker per core (pytest-xdist): these tests share no server, port or schema.

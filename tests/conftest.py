@@ -38,6 +38,17 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     ]
     if unmarked:
         raise pytest.UsageError("tests that use the real model must be marked `model`: " + ", ".join(unmarked))
+    _longest_files_first(items)
+
+
+def _longest_files_first(items: list[pytest.Item]) -> None:
+    """Files with a `model` test first, then files with an `e2e` test, then the rest; a file's tests stay together
+    and in order. Parallel workers (`make test`: one file per worker at a time) then end on short files."""
+    rank: dict[str, int] = {}
+    for item in items:
+        mark = 0 if item.get_closest_marker("model") else 1 if item.get_closest_marker("e2e") else 2
+        rank[item.path.as_posix()] = min(mark, rank.get(item.path.as_posix(), 2))
+    items.sort(key=lambda item: rank[item.path.as_posix()])
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
