@@ -23,7 +23,7 @@ from tests.fakes import reef_process  # noqa: E402 - after the path above
 
 POSTGRES_URL = os.environ.get("REEF_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
 
-# Fixtures that load or convert the real SmolLM2 (tests/inference/local/conftest.py, tests/learning/conftest.py).
+# Fixtures that load or convert the real SmolLM2 (tests/inference/local/conftest.py, tests/training/conftest.py).
 MODEL_FIXTURES = frozenset({"model_dir", "local_settings", "tokenizer", "base_model_path", "greedy_rollout"})
 
 

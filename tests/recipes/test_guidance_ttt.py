@@ -6,7 +6,7 @@ from pathlib import Path
 
 from reef.discovery.guidance import GUIDE_RESPONSE_FORMAT, parse_guidance
 from reef.recipes.guidance_ttt import GuidanceTTTRecipe
-from tests.discovery.test_tttd_learning import SCENARIO, _world
+from tests.recipes.test_tttd_learning import SCENARIO, _world
 from tests.fakes.learning_world import started
 
 
