@@ -131,7 +131,14 @@ _FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL)
 
 
 def parse_json_reply(text: str) -> Any | None:
-    """The first JSON array or object in a model's reply (inside a code fence or bare), or None."""
+    """The reply itself when it is one JSON array or object (a schema-constrained reply, whose strings may hold code
+    fences), else the first JSON array or object inside a code fence or bare, or None."""
+    whole = text.strip()
+    if whole[:1] in ("[", "{"):
+        try:
+            return json.loads(whole)
+        except json.JSONDecodeError:
+            pass
     candidates = [block for block in _FENCE.findall(text)] + [text]
     decoder = json.JSONDecoder()
     for candidate in candidates:

@@ -49,6 +49,11 @@ def test_every_reply_of_the_nodes_schema_parses_into_one_mutation_per_node(nodes
     assert [m.node.config["text"] for m in mutations if m.node is not None] == [n["text"] for n in nodes]
 
 
+def test_a_reply_that_is_one_json_value_is_taken_whole_even_when_its_strings_hold_code_fences():
+    nodes = [{"kind": "rules", "text": "```"}, {"kind": "rules", "text": "0"}, {"kind": "rules", "text": "```"}]
+    assert parse_json_reply(json.dumps(nodes)) == nodes
+
+
 @given(st.text(max_size=400))
 @hypothesis_settings(max_examples=300, deadline=None)
 def test_an_unconstrained_reply_never_breaks_the_parser_it_gives_mutations_or_none(reply):
