@@ -19,6 +19,21 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent.parent))
 
+
+def _share_the_cores() -> None:
+    """Side by side (pytest-xdist), each worker and the processes it starts get their share of the cores: two
+    workers whose OpenMP threads each ask for every core spin against each other."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if not os.environ.get("PYTEST_XDIST_WORKER") or workers < 2 or "OMP_NUM_THREADS" in os.environ:
+        return
+    threads = max(1, len(os.sched_getaffinity(0)) // workers)
+    os.environ["OMP_NUM_THREADS"] = str(threads)
+    if "torch" in sys.modules:
+        sys.modules["torch"].set_num_threads(threads)
+
+
+_share_the_cores()
+
 from tests.fakes import reef_process  # noqa: E402 - after the path above
 
 POSTGRES_URL = os.environ.get("REEF_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
