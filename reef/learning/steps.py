@@ -165,8 +165,17 @@ class Steps:
                 metrics = dict(candidate.metrics)
                 judgement = Judgement([], [], "accepted", "no gate tasks; policy always accepts", metrics)
             else:
+                self.gate.serving(head)
+                evaluation = self.settings.evaluation
                 judgement = await judge(
-                    self.evaluator, self._selector_for(batch), self.scenario, candidate.path, candidate.metrics, head
+                    self.evaluator,
+                    self._selector_for(batch),
+                    self.scenario,
+                    candidate.path,
+                    candidate.metrics,
+                    head,
+                    self.gate.retention(processor),
+                    evaluation.max_regression,
                 )
             evaluated.set(outcome=judgement.outcome, tasks=len(judgement.candidate_scores))
         await self._check_leading(step)
