@@ -2,8 +2,9 @@
 
 `judge` evaluates a candidate against the serving release and asks the selector; any exception fails closed. The
 outcome says what the learner does with it: `accepted` (publish), `tie` (not accepted, did not lose: keep it as
-the lineage's tip), `lost` (drop it), `failed` (no paired scores: reject it, leave the lineage as it was). A candidate that loses what
-the serving release knows on the retention set (items from earlier lessons) is `lost`, whatever the policy said.
+the lineage's tip), `lost` (drop it), `failed` (no paired scores: reject it, leave the lineage as it was). A
+candidate that loses what the serving release knows on the retention set (items from earlier lessons) is `lost`,
+whatever the policy said.
 """
 
 from __future__ import annotations

@@ -74,7 +74,8 @@ def retention_set(tasks: Sequence[Task], serving_since: float | None, limit: int
     groups: dict[str | None, list[int]] = {}
     for position, task in earlier:
         groups.setdefault(task.extra.get("lesson"), []).append(position)
-    picked = sorted(p for group, share in zip(groups.values(), _shares(groups, limit)) for p in _spread(group, share))
+    shares = _shares(groups, limit)
+    picked = sorted(p for group, share in zip(groups.values(), shares, strict=True) for p in _spread(group, share))
     return RetentionSet(
         positions=tuple(picked),
         task_ids=tuple(tasks[p].task_id for p in picked),
