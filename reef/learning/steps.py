@@ -180,7 +180,10 @@ class Steps:
             evaluated.set(outcome=judgement.outcome, tasks=len(judgement.candidate_scores))
         await self._check_leading(step)
         with tracing.span("reef.learner.publish", outcome=judgement.outcome):
-            return await self._settlement.settle(step, batch, candidate, parents, self._answering(judgement))
+            commit = await self._settlement.settle(step, batch, candidate, parents, self._answering(judgement))
+        if commit.verdict == "published":  # the retention set is drawn against the new serving release from now on
+            self.gate.serving(await asyncio.to_thread(self.releases.head, self.scenario))
+        return commit
 
     def _selector_for(self, batch: Batch) -> Selector:
         """The recipe's `instruction_policy` for a step that carries an operator's instruction, else the scenario's."""

@@ -28,7 +28,7 @@ def report_id(held_out: bool, taken: set[str]) -> str:
             return candidate
 
 
-def teach(world, lesson: dict[str, str], taken: set[str], scenario: str = "math") -> None:
+def teach(world, lesson: dict[str, str], taken: set[str], name: str | None = None, scenario: str = "math") -> None:
     """Each question of `lesson` asked twice, with the answer demonstrated: once held out, once to train on."""
     for held_out in (True, False):
         for prompt, answer in lesson.items():
@@ -36,20 +36,26 @@ def teach(world, lesson: dict[str, str], taken: set[str], scenario: str = "math"
             (inference,) = world.records.append(
                 [Record.new(scenario, "inference", {"dialect": "chat", "request": request}, created_at=time.time())]
             )
-            payload = {"references": [inference.agent_record_id], "metadata": {"demonstration": answer}}
+            metadata = {"demonstration": answer, **({"lesson": name} if name else {})}
+            payload = {"references": [inference.agent_record_id], "metadata": metadata}
             rid = report_id(held_out, taken)
             world.records.append([Record.new(scenario, "report", payload, created_at=time.time(), agent_record_id=rid)])
     world.runtime.notify(scenario)
 
 
-async def two_lessons(tmp_path, forget: frozenset[str], retention_items: int = 64):
-    """A world that learnt FIRST (published), then trains SECOND with a backend that forgets `forget`."""
+def make_world_with_retention(tmp_path, backend: FakeTrainingBackend | None = None, retention_items: int = 64):
+    """A world whose gate judges on the held-out split (no tasks of its own), four reports a batch."""
     settings = make_settings(tmp_path, tasks=None, batch_size=4)
     settings = settings.model_copy(
         update={"evaluation": settings.evaluation.model_copy(update={"retention_items": retention_items})}
     )
+    return open_world(tmp_path, settings, CitingDemoRecipe, backend)
+
+
+async def two_lessons(tmp_path, forget: frozenset[str], retention_items: int = 64):
+    """A world that learnt FIRST (published), then trains SECOND with a backend that forgets `forget`."""
     backend = FakeTrainingBackend()
-    world = await started(open_world(tmp_path, settings, CitingDemoRecipe, backend))
+    world = await started(make_world_with_retention(tmp_path, backend, retention_items))
     taken: set[str] = set()
     teach(world, FIRST, taken)
     first = await world.runtime.step("math")
@@ -91,6 +97,22 @@ async def test_with_retention_items_0_the_gate_judges_as_before(tmp_path):
     assert commit["verdict"] == "published", commit["reason"]
     assert "retention" not in commit["metrics"] and "retention" not in commit["reason"]
     assert world.runtime.status()["scenarios"]["math"]["gate"]["retention"]["items"] == 0
+    await world.runtime.stop()
+
+
+async def test_reports_that_name_their_lesson_show_the_retention_set_by_lesson(tmp_path):
+    world = await started(make_world_with_retention(tmp_path))
+    taken: set[str] = set()
+    teach(world, FIRST, taken, name="sums")
+    await world.runtime.step("math")
+    teach(world, SECOND, taken, name="squares")
+    after_first = world.runtime.status()["scenarios"]["math"]["gate"]["retention"]
+    second = await world.runtime.step("math")
+
+    assert after_first["lessons"] == {"sums": 4}  # the squares arrived after the serving release was published
+    assert second["verdict"] == "published", second["reason"]
+    after_second = world.runtime.status()["scenarios"]["math"]["gate"]["retention"]
+    assert after_second["lessons"] == {"sums": 4, "squares": 4} and after_second["items"] == 8
     await world.runtime.stop()
 
 

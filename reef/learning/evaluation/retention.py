@@ -30,7 +30,7 @@ def retention_fields(report: Report, held_out_at: float | None) -> dict[str, Any
     fields: dict[str, Any] = {}
     if held_out_at is not None:
         fields["held_out_at"] = held_out_at
-    lesson = getattr(report.metadata, "lesson", None) if report.metadata is not None else None
+    lesson = report.metadata.get("lesson") if report.metadata is not None else None
     if isinstance(lesson, str | int) and not isinstance(lesson, bool):
         fields["lesson"] = str(lesson)
     return fields
