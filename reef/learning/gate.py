@@ -125,12 +125,12 @@ class ScenarioGate:
         self._serving_since = release.created_at if release is not None else None
 
     def retention(self, processor: Processor | None) -> RetentionSet:
-        """The retention set the gate judges a candidate on besides its tasks: held-out items from before the serving
-        release was published (empty with `evaluation.retention_items` 0, with tasks of the scenario's own, or for a
+        """The retention set the gate judges a candidate on besides its tasks: its items (held out, or posted through
+        the API) from before the serving release was published (empty with `evaluation.retention_items` 0, or for a
         policy that needs no scores)."""
         limit = self.sources.settings.evaluation.retention_items
         gate = self.tasks(processor)
-        if not self.uses_tasks or self.always_accepts or gate.source != "held_out":
+        if not self.uses_tasks or self.always_accepts:
             return RetentionSet(limit=limit)
         return retention_set(gate.tasks, self._serving_since, limit)
 

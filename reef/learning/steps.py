@@ -166,16 +166,18 @@ class Steps:
                 judgement = Judgement([], [], "accepted", "no gate tasks; policy always accepts", metrics)
             else:
                 self.gate.serving(head)
-                evaluation = self.settings.evaluation
+                selector = self._selector_for(batch)
+                # A step an operator directed under its own policy is not held to the earlier lessons.
+                retention = self.gate.retention(processor) if selector is self.selector else None
                 judgement = await judge(
                     self.evaluator,
-                    self._selector_for(batch),
+                    selector,
                     self.scenario,
                     candidate.path,
                     candidate.metrics,
                     head,
-                    self.gate.retention(processor),
-                    evaluation.max_regression,
+                    retention,
+                    self.settings.evaluation.max_regression,
                 )
             evaluated.set(outcome=judgement.outcome, tasks=len(judgement.candidate_scores))
         await self._check_leading(step)

@@ -3,13 +3,14 @@ forgets an earlier lesson past `evaluation.max_regression`, saying so in the com
 
 from __future__ import annotations
 
+import json
 import time
 
 from reef.core.records import Record
 from reef.learning.evaluation.holdout import is_held_out
 from reef.learning.evaluation.retention import check_retention, retention_set
 from reef.learning.evaluation.tasks import Task
-from tests.fakes.learning_recipe import CitingDemoRecipe
+from tests.fakes.learning_recipe import CitingDemoRecipe, DemoRecipe
 from tests.fakes.learning_world import make_settings, open_world, started
 from tests.fakes.training_backend import FakeTrainingBackend
 
@@ -83,6 +84,24 @@ async def test_a_candidate_that_forgets_an_earlier_lesson_is_refused_and_status_
     await world.runtime.stop()
 
 
+async def test_tasks_posted_lesson_by_lesson_through_the_api_guard_the_earlier_lessons_too(tmp_path):
+    backend = FakeTrainingBackend()
+    settings = make_settings(tmp_path, tasks=None, batch_size=4)
+    world = await started(open_world(tmp_path, settings, DemoRecipe, backend))
+    for name, lesson in (("sums", FIRST), ("squares", SECOND)):
+        rows = [{"prompt": q, "checker": "exact", "answer": a, "lesson": name} for q, a in lesson.items()]
+        await world.runtime.add_tasks("math", json.dumps({"tasks": rows}).encode())
+        for prompt, answer in lesson.items():
+            world.report("math", prompt, answer)
+        commit = await world.runtime.step("math")
+        backend.forget = frozenset(list(FIRST)[:2])
+
+    assert commit["verdict"] == "rejected" and "refused" in commit["reason"]
+    assert commit["metrics"]["retention"]["tasks"] == 4 and commit["metrics"]["retention"]["losses"] == 2
+    assert world.runtime.status()["scenarios"]["math"]["gate"]["retention"]["lessons"] == {"sums": 4}
+    await world.runtime.stop()
+
+
 async def test_a_candidate_that_keeps_both_lessons_is_published(tmp_path):
     world, commit = await two_lessons(tmp_path, forget=frozenset())
 
@@ -132,7 +151,7 @@ async def test_the_retention_set_is_the_same_after_a_restart(tmp_path):
 
 
 def held(task_id: str, at: float, lesson: str | None = None) -> Task:
-    extra = {"held_out_at": at, **({"lesson": lesson} if lesson else {})}
+    extra = {"added_at": at, **({"lesson": lesson} if lesson else {})}
     return Task(task_id, [{"role": "user", "content": task_id}], "exact", answer="x", extra=extra)
 
 

@@ -1,8 +1,9 @@
 """The retention set: held-out items from earlier lessons, on which a candidate may not lose what the serving release
 knows.
 
-An item is from an earlier lesson when its report was held out before the serving release was published (each
-held-out row keeps its report's time, `held_out_at`, and its `metadata.lesson` when the report names one). The set
+An item is from an earlier lesson when it joined the gate before the serving release was published (`added_at`: a
+held-out row keeps its report's time and its `metadata.lesson` when the report names one; a task posted through the
+API keeps when it was posted and the `lesson` it may carry; a file's tasks have no time and are never in it). The set
 keeps at most `evaluation.retention_items` of them, spread evenly over each lesson (items without a lesson form one)
 and, within a lesson, evenly over time, so old lessons keep their share as new ones arrive. It is derived from the
 held-out rows and the serving release alone, so a restart finds the same set.
@@ -25,11 +26,11 @@ from reef.learning.evaluation.tasks import Task
 from reef.learning.report import Report
 
 
-def retention_fields(report: Report, held_out_at: float | None) -> dict[str, Any]:
+def retention_fields(report: Report, added_at: float | None) -> dict[str, Any]:
     """What a held-out row keeps for the retention set: its report's time and, when the report names one, its lesson."""
     fields: dict[str, Any] = {}
-    if held_out_at is not None:
-        fields["held_out_at"] = held_out_at
+    if added_at is not None:
+        fields["added_at"] = added_at
     lesson = report.metadata.get("lesson") if report.metadata is not None else None
     if isinstance(lesson, str | int) and not isinstance(lesson, bool):
         fields["lesson"] = str(lesson)
@@ -61,16 +62,18 @@ class RetentionSet:
 
 
 def retention_set(tasks: Sequence[Task], serving_since: float | None, limit: int) -> RetentionSet:
-    """At most `limit` of the `tasks` held out before `serving_since` (the serving release's time), stratified by
-    lesson, then by time; empty when `limit` is 0 or nothing serves yet."""
+    """At most `limit` of the `tasks` that joined the gate before `serving_since` (the serving release's time),
+    stratified by lesson, then by time; empty when `limit` is 0 or nothing serves yet."""
     if limit <= 0 or serving_since is None:
         return RetentionSet(limit=max(limit, 0))
     earlier = [
         (position, task)
         for position, task in enumerate(tasks)
-        if isinstance(task.extra.get("held_out_at"), int | float) and task.extra["held_out_at"] < serving_since
+        if isinstance(task.extra.get("added_at"), int | float)
+        and not isinstance(task.extra["added_at"], bool)
+        and task.extra["added_at"] < serving_since
     ]
-    earlier.sort(key=lambda item: (item[1].extra["held_out_at"], item[0]))
+    earlier.sort(key=lambda item: (item[1].extra["added_at"], item[0]))
     groups: dict[str | None, list[int]] = {}
     for position, task in earlier:
         groups.setdefault(task.extra.get("lesson"), []).append(position)
