@@ -121,9 +121,9 @@ class EvaluationSettings(Section):
     retention_items: int = Field(
         64,
         ge=0,
-        description="The most held-out items from earlier lessons (held out before the serving release was "
-        "published, spread evenly over time or over `metadata.lesson`) a scenario's retention set keeps; the gate "
-        "refuses a candidate that loses more than `max_regression` on them (0: no retention guard).",
+        description="The most gate tasks from earlier lessons (held out or posted before the serving release was "
+        "published, spread evenly over time and over lessons) a scenario's retention set keeps; the gate refuses a "
+        "candidate that loses more than `max_regression` on them (0: no retention guard).",
     )
     max_regression: float = Field(
         0.05,
