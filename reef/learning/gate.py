@@ -129,10 +129,9 @@ class ScenarioGate:
         the API) from before the serving release was published (empty with `evaluation.retention_items` 0, or for a
         policy that needs no scores)."""
         limit = self.sources.settings.evaluation.retention_items
-        gate = self.tasks(processor)
         if not self.uses_tasks or self.always_accepts:
             return RetentionSet(limit=limit)
-        return retention_set(gate.tasks, self._serving_since, limit)
+        return retention_set(self.tasks(processor).tasks, self._serving_since, limit)
 
     def blocker(self, processor: Processor | None) -> str | None:
         """Why no candidate could be judged now (too little to judge on, for a policy that needs scores), or None."""

@@ -88,7 +88,7 @@ async def test_tasks_posted_lesson_by_lesson_through_the_api_guard_the_earlier_l
     backend = FakeTrainingBackend()
     settings = make_settings(tmp_path, tasks=None, batch_size=4)
     world = await started(open_world(tmp_path, settings, DemoRecipe, backend))
-    for name, lesson in (("sums", FIRST), ("squares", SECOND)):
+    for name, lesson in ((1, FIRST), (2, SECOND)):
         rows = [{"prompt": q, "checker": "exact", "answer": a, "lesson": name} for q, a in lesson.items()]
         await world.runtime.add_tasks("math", json.dumps({"tasks": rows}).encode())
         for prompt, answer in lesson.items():
@@ -98,7 +98,7 @@ async def test_tasks_posted_lesson_by_lesson_through_the_api_guard_the_earlier_l
 
     assert commit["verdict"] == "rejected" and "refused" in commit["reason"]
     assert commit["metrics"]["retention"]["tasks"] == 4 and commit["metrics"]["retention"]["losses"] == 2
-    assert world.runtime.status()["scenarios"]["math"]["gate"]["retention"]["lessons"] == {"sums": 4}
+    assert world.runtime.status()["scenarios"]["math"]["gate"]["retention"]["lessons"] == {"1": 4}
     await world.runtime.stop()
 
 

@@ -1,4 +1,4 @@
-"""The retention set: held-out items from earlier lessons, on which a candidate may not lose what the serving release
+"""The retention set: gate tasks from earlier lessons, on which a candidate may not lose what the serving release
 knows.
 
 An item is from an earlier lesson when it joined the gate before the serving release was published (`added_at`: a
@@ -6,7 +6,7 @@ held-out row keeps its report's time and its `metadata.lesson` when the report n
 API keeps when it was posted and the `lesson` it may carry; a file's tasks have no time and are never in it). The set
 keeps at most `evaluation.retention_items` of them, spread evenly over each lesson (items without a lesson form one)
 and, within a lesson, evenly over time, so old lessons keep their share as new ones arrive. It is derived from the
-held-out rows and the serving release alone, so a restart finds the same set.
+gate's tasks and the serving release alone, so a restart finds the same set.
 
 The guard is paired, with the gate's statistics: with d = candidate − current on the set's items, a candidate is
 refused when −mean(d) − `evaluation.max_regression` > se(d), its loss beyond the allowed regression by more than one
@@ -76,16 +76,22 @@ def retention_set(tasks: Sequence[Task], serving_since: float | None, limit: int
     earlier.sort(key=lambda item: (item[1].extra["added_at"], item[0]))
     groups: dict[str | None, list[int]] = {}
     for position, task in earlier:
-        groups.setdefault(task.extra.get("lesson"), []).append(position)
+        groups.setdefault(_lesson(task), []).append(position)
     shares = _shares(groups, limit)
     picked = sorted(p for group, share in zip(groups.values(), shares, strict=True) for p in _spread(group, share))
     return RetentionSet(
         positions=tuple(picked),
         task_ids=tuple(tasks[p].task_id for p in picked),
-        lessons=tuple(tasks[p].extra.get("lesson") for p in picked),
+        lessons=tuple(_lesson(tasks[p]) for p in picked),
         earlier=len(earlier),
         limit=limit,
     )
+
+
+def _lesson(task: Task) -> str | None:
+    """The lesson a task names (`lesson`, a string or number), as a string; None when it names none."""
+    lesson = task.extra.get("lesson")
+    return str(lesson) if isinstance(lesson, str | int) and not isinstance(lesson, bool) else None
 
 
 def _shares(groups: dict[str | None, list[int]], limit: int) -> list[int]:
