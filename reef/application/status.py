@@ -41,6 +41,8 @@ def deployment_status(
             "tasks": str(settings.evaluation.tasks) if settings.evaluation.tasks else None,
             "holdout_every": settings.evaluation.holdout_every,
             "holdout_min_tasks": settings.evaluation.holdout_min_tasks,
+            "retention_items": settings.evaluation.retention_items,
+            "max_regression": settings.evaluation.max_regression,
         },
         "scenarios": entries,
     }

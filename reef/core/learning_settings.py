@@ -118,6 +118,19 @@ class EvaluationSettings(Section):
         "reports that carry a known answer (0: never).",
     )
     holdout_min_tasks: int = Field(4, gt=0, description="Held-out tasks a scenario's gate waits for before it judges.")
+    retention_items: int = Field(
+        64,
+        ge=0,
+        description="The most gate tasks from earlier lessons (held out or posted before the serving release was "
+        "published, spread evenly over time and over lessons) a scenario's retention set keeps; the gate refuses a "
+        "candidate that loses more than `max_regression` on them (0: no retention guard).",
+    )
+    max_regression: float = Field(
+        0.05,
+        ge=0,
+        description="How much a candidate's paired mean score on the retention set may fall below the serving "
+        "release's, beyond one standard error of the paired differences, before the gate refuses it.",
+    )
     max_tasks_bytes: int = Field(
         8 * 1024 * 1024, gt=0, description="The largest `POST /reef/scenarios/{s}/tasks` body."
     )

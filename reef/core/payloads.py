@@ -65,6 +65,16 @@ class PairedSummary(TypedDict):
     losses: NotRequired[int]
 
 
+class RetentionSummary(PairedSummary):
+    """The retention guard in a commit's metrics (`retention`): the paired scores on the retention set, the loss
+    (`regression`, current − candidate mean), its standard error, the allowed `max_regression`, and the verdict."""
+
+    regression: float
+    standard_error: float
+    max_regression: float
+    refused: bool
+
+
 class ControlState(TypedDict):
     """A scenario's training control as the API shows it."""
 

@@ -162,6 +162,8 @@ class EvaluationStatus(TypedDict):
     tasks: str | None
     holdout_every: int
     holdout_min_tasks: int
+    retention_items: int
+    max_regression: float
 
 
 class StatusView(TypedDict):

@@ -58,7 +58,7 @@ class StepActivity:
 
 
 def commit_summary(last: Commit | None) -> dict[str, Any] | None:
-    """The status view of the last commit: its verdict, release and paired scores."""
+    """The status view of the last commit: its verdict, release and paired scores (and the retention guard's)."""
     if last is None:
         return None
     return {
@@ -69,4 +69,5 @@ def commit_summary(last: Commit | None) -> dict[str, Any] | None:
         "candidate_scores": last.candidate_scores,
         "current_scores": last.current_scores,
         **paired_summary(last.candidate_scores, last.current_scores),
+        **({"retention": last.metrics["retention"]} if "retention" in last.metrics else {}),
     }

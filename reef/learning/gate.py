@@ -12,9 +12,11 @@ from pathlib import Path
 from typing import Any
 
 from reef.core.errors import BadRequest
+from reef.core.releases import Release
 from reef.core.settings import Settings
 from reef.learning.base import Processor
 from reef.learning.evaluation.ranking import RankedRollout, ranking_pairs
+from reef.learning.evaluation.retention import RetentionSet, retention_set
 from reef.learning.evaluation.task_store import TaskStore
 from reef.learning.evaluation.tasks import GateTasks, Task, load_tasks, parse_task
 
@@ -101,6 +103,7 @@ class ScenarioGate:
         self.uses_tasks = uses_tasks  # False: a recipe's own evaluator, which needs no tasks from here
         self.always_accepts = always_accepts
         self._held_out = HeldOutTasks()
+        self._serving_since: float | None = None
 
     def holdout_every(self) -> int:
         """The held-out split a fresh processor should keep (0 when the scenario has tasks of its own)."""
@@ -116,6 +119,19 @@ class ScenarioGate:
         if explicit.tasks or processor is None:
             return explicit
         return self._held_out.update(processor.gate_tasks())
+
+    def serving(self, release: Release | None) -> None:
+        """The serving release the retention set is drawn against (the learner sets it on resume and each step)."""
+        self._serving_since = release.created_at if release is not None else None
+
+    def retention(self, processor: Processor | None) -> RetentionSet:
+        """The retention set the gate judges a candidate on besides its tasks: its items (held out, or posted through
+        the API) from before the serving release was published (empty with `evaluation.retention_items` 0, or for a
+        policy that needs no scores)."""
+        limit = self.sources.settings.evaluation.retention_items
+        if not self.uses_tasks or self.always_accepts:
+            return RetentionSet(limit=limit)
+        return retention_set(self.tasks(processor).tasks, self._serving_since, limit)
 
     def blocker(self, processor: Processor | None) -> str | None:
         """Why no candidate could be judged now (too little to judge on, for a policy that needs scores), or None."""
@@ -152,8 +168,8 @@ class ScenarioGate:
         return None
 
     def status(self, processor: Processor | None) -> dict[str, Any]:
-        """`/reef/status`'s `gate`: source, size, how a task is scored, the split's settings and why the learner
-        waits, if it does."""
+        """`/reef/status`'s `gate`: source, size, how a task is scored, the split's settings, why the learner waits,
+        if it does, and the retention set (against the serving release of the last resume or step)."""
         if not self.uses_tasks:
             return {"source": "evaluator", "tasks": None}
         gate = self.tasks(processor)  # once: it reads the scenario's own tasks
@@ -164,4 +180,8 @@ class ScenarioGate:
             "holdout_every": 0 if own else self.sources.settings.evaluation.holdout_every,
             "holdout_min_tasks": self.sources.settings.evaluation.holdout_min_tasks,
             "waiting": self._blocker_for(gate, processor),
+            "retention": {
+                **self.retention(processor).to_json(),
+                "max_regression": self.sources.settings.evaluation.max_regression,
+            },
         }

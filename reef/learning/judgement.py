@@ -2,7 +2,9 @@
 
 `judge` evaluates a candidate against the serving release and asks the selector; any exception fails closed. The
 outcome says what the learner does with it: `accepted` (publish), `tie` (not accepted, did not lose: keep it as
-the lineage's tip), `lost` (drop it), `failed` (no paired scores: reject it, leave the lineage as it was).
+the lineage's tip), `lost` (drop it), `failed` (no paired scores: reject it, leave the lineage as it was). A
+candidate that loses what the serving release knows on the retention set (items from earlier lessons) is `lost`,
+whatever the policy said.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Any, Literal
 
 from reef.core.releases import Commit, LineageTip, Release, Verdict
 from reef.learning.base import Evaluator, Selector
+from reef.learning.evaluation.retention import RetentionSet, check_retention
 from reef.learning.evaluation.scores import paired_summary
 from reef.learning.lineage import StepParents
 
@@ -75,8 +78,12 @@ async def judge(
     candidate_path: Path,
     candidate_metrics: dict[str, Any],
     head: Release | None,
+    retention: RetentionSet | None = None,
+    max_regression: float = 0.0,
 ) -> Judgement:
-    """Evaluate the candidate paired against `head` and select; an exception fails closed (outcome `failed`)."""
+    """Evaluate the candidate paired against `head` and select; an exception fails closed (outcome `failed`). A
+    candidate that would be published or kept but loses more than `max_regression` on the `retention` set (see
+    `evaluation.retention`) is refused as lost."""
     candidate_scores: list[float] = []
     current_scores: list[float] = []
     try:
@@ -93,6 +100,12 @@ async def judge(
     else:
         outcome = "lost" if selector.lost(candidate_scores, current_scores) else "tie"
     metrics = {**candidate_metrics, **paired_summary(candidate_scores, current_scores)}
+    guard = check_retention(candidate_scores, current_scores, retention, max_regression) if retention else None
+    if guard is not None:
+        metrics["retention"] = guard.summary
+        reason = f"{reason}; {guard.reason}"
+        if guard.refused and outcome in ("accepted", "tie"):
+            outcome = "lost"
     evaluation = evaluator.details(scenario)
     if evaluation:  # e.g. the agent gate's episodes: agent, exit status, duration, trajectory pointer
         metrics["evaluation"] = evaluation

@@ -348,6 +348,7 @@ class Learner:
         )
         self._processor, self._cursor = resumed.processor, resumed.cursor
         self.gate.restarted()
+        self.gate.serving(self.releases.head(self.scenario))
         self.lineage.tip_id = resumed.lineage_id
         self._steps.step = max(resumed.last_step, self._steps.step)
         self._steps.last_commit = resumed.last_commit

@@ -165,13 +165,27 @@ class Steps:
                 metrics = dict(candidate.metrics)
                 judgement = Judgement([], [], "accepted", "no gate tasks; policy always accepts", metrics)
             else:
+                self.gate.serving(head)
+                selector = self._selector_for(batch)
+                # A step an operator directed under its own policy is not held to the earlier lessons.
+                retention = self.gate.retention(processor) if selector is self.selector else None
                 judgement = await judge(
-                    self.evaluator, self._selector_for(batch), self.scenario, candidate.path, candidate.metrics, head
+                    self.evaluator,
+                    selector,
+                    self.scenario,
+                    candidate.path,
+                    candidate.metrics,
+                    head,
+                    retention,
+                    self.settings.evaluation.max_regression,
                 )
             evaluated.set(outcome=judgement.outcome, tasks=len(judgement.candidate_scores))
         await self._check_leading(step)
         with tracing.span("reef.learner.publish", outcome=judgement.outcome):
-            return await self._settlement.settle(step, batch, candidate, parents, self._answering(judgement))
+            commit = await self._settlement.settle(step, batch, candidate, parents, self._answering(judgement))
+        if commit.verdict == "published":  # the retention set is drawn against the new serving release from now on
+            self.gate.serving(await asyncio.to_thread(self.releases.head, self.scenario))
+        return commit
 
     def _selector_for(self, batch: Batch) -> Selector:
         """The recipe's `instruction_policy` for a step that carries an operator's instruction, else the scenario's."""

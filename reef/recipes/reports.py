@@ -28,6 +28,7 @@ from reef.core.payloads import PolicySample
 from reef.core.records import Record
 from reef.learning.base import Batch, Processor
 from reef.learning.evaluation.holdout import is_held_out
+from reef.learning.evaluation.retention import retention_fields
 from reef.learning.report import ReportT, read_report
 
 MAX_HELD_ROLLOUTS = 20_000
@@ -130,6 +131,7 @@ class ReportJoiningProcessor(Processor, Generic[ReportT]):
         self._holdout_every = 0
         self._hold_rollouts = True
         self._gate_rows: list[dict[str, Any]] = []
+        self._arrived_at: dict[str, float] = {}  # a pending report's record time: its held-out row keeps it
 
     @abc.abstractmethod
     def join(self, report: ReportT, rollouts: list[CitedInference]) -> None:
@@ -177,6 +179,7 @@ class ReportJoiningProcessor(Processor, Generic[ReportT]):
             self.skip([record.agent_record_id], "unreadable_report")
             return
         self._pending[record.agent_record_id] = (record.sequence or 0, report)
+        self._arrived_at[record.agent_record_id] = record.created_at
         self._try_join(report)
 
     def _try_join(self, report: ReportT) -> None:
@@ -188,11 +191,12 @@ class ReportJoiningProcessor(Processor, Generic[ReportT]):
         if missing:
             return
         del self._pending[report.agent_record_id]
+        arrived_at = self._arrived_at.pop(report.agent_record_id, None)
         rollouts = [self._rollouts[r] for r in references]
         if is_held_out(report.agent_record_id, self._holdout_every):
             row = self.gate_task(report, rollouts)
             if row is not None and (self._hold_rollouts or row.get("checker") != "ranking"):
-                self._gate_rows.append(row)
+                self._gate_rows.append({**row, **retention_fields(report, arrived_at)})
                 return
         self.join(report, rollouts)
 

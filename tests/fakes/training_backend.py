@@ -1,7 +1,8 @@
 """A fake `TrainingBackend`: "training" merges the batch's demonstrations into the parent's `answers.json`.
 
 Each sample is `{"prompt": str, "answer": str, "record_id": str}`. With `corrupt=True` it learns wrong answers
-(a bad candidate); with `fail_times=n` its first n jobs raise. `jobs` keeps every job run, so tests can check
+(a bad candidate); with `forget` it drops the parent's answers to those prompts (a candidate that forgets an earlier
+lesson); with `fail_times=n` its first n jobs raise. `jobs` keeps every job run, so tests can check
 that no record is trained twice.
 """
 
@@ -15,8 +16,9 @@ from tests.fakes.dict_engine import ANSWERS_FILE, read_answers
 
 
 class FakeTrainingBackend(TrainingBackend):
-    def __init__(self, corrupt: bool = False, fail_times: int = 0) -> None:
+    def __init__(self, corrupt: bool = False, fail_times: int = 0, forget: frozenset[str] = frozenset()) -> None:
         self.corrupt = corrupt
+        self.forget = forget
         self.fail_times = fail_times
         self.jobs: list[TrainingJob] = []
 
@@ -28,7 +30,7 @@ class FakeTrainingBackend(TrainingBackend):
         if self.fail_times > 0:
             self.fail_times -= 1
             raise RuntimeError("the fake training job crashed")
-        answers = read_answers(job.parent_adapter_path)
+        answers = {p: a for p, a in read_answers(job.parent_adapter_path).items() if p not in self.forget}
         for index, sample in enumerate(job.samples):
             answers[sample["prompt"]] = "wrong" if self.corrupt else sample["answer"]
             if progress is not None:

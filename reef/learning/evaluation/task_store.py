@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import tempfile
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -81,9 +82,11 @@ class TaskStore:
 
     def add(self, scenario: str, rows: list[tuple[str, dict[str, Any]]]) -> list[dict[str, Any]]:
         """Validate `rows` (`(where, row)`, as `parse_tasks_body` gives them) and append them; returns the stored rows
-        (each with its `id`). Nothing is stored unless every row is valid and every id is new."""
+        (each with its `id` and `added_at`, when it was added: the retention set reads it). Nothing is stored unless
+        every row is valid and every id is new."""
         with self._lock:
             existing = self._load(scenario)[0]
+            now = time.time()
             ids = {str(row["id"]) for row in existing}
             if len(existing) + len(rows) > MAX_TASKS:
                 raise BadRequest(f"a scenario holds at most {MAX_TASKS} tasks ({len(existing)} stored)", field="tasks")
@@ -94,7 +97,7 @@ class TaskStore:
                 if row_id in ids:
                     raise BadRequest(f"a task with id {row_id!r} exists already", field=f"{where}.id")
                 ids.add(row_id)
-                added.append({**{k: v for k, v in row.items() if k != "scenario"}, "id": row_id})
+                added.append({**{k: v for k, v in row.items() if k != "scenario"}, "id": row_id, "added_at": now})
             self._write(scenario, existing + added)
             return added
 

@@ -55,7 +55,7 @@ function summary(data) {
     h("dt", {}, "ready batch"),
     h("dd", {}, `${contract.ready} of ${contract.batch_size} units`),
     h("dt", {}, "gate"),
-    h("dd", {}, `${gate.source || "—"} · ${gate.tasks ?? 0} tasks`, gate.waiting ? h("div", { class: "muted small" }, gate.waiting) : null),
+    h("dd", {}, `${gate.source || "—"} · ${gate.tasks ?? 0} tasks`, retentionLine((state.gate || {}).retention), gate.waiting ? h("div", { class: "muted small" }, gate.waiting) : null),
     requested ? h("dt", {}, "requested step") : null,
     requested ? h("dd", {}, `${requested.step_id} (${requested.state})${requested.text ? `: ${requested.text}` : ""}`) : null,
   );
@@ -142,6 +142,23 @@ function liveTraining(state) {
   );
 }
 
+function retentionLine(retention) {
+  if (!retention || !retention.retention_items) return null;
+  const lessons = retention.lessons ? ` over lessons ${Object.entries(retention.lessons).map(([l, n]) => `${l}: ${n}`).join(", ")}` : "";
+  return h(
+    "div",
+    { class: "retention muted small" },
+    `retention set: ${retention.items} of ${retention.earlier_items} earlier items (at most ${retention.retention_items})${lessons}; refuses a loss over ${retention.max_regression}`,
+  );
+}
+
+function retentionBadge(commit) {
+  const retention = (commit.metrics || {}).retention;
+  if (!retention || !retention.refused) return null;
+  const title = `lost ${number(retention.regression)} on ${retention.tasks} items from earlier lessons (max_regression ${retention.max_regression})`;
+  return h("span", { class: "badge retention-refused", title }, "retention");
+}
+
 function commitLog(commits) {
   return h(
     "table",
@@ -155,7 +172,7 @@ function commitLog(commits) {
           "tr",
           { id: `commit-${commit.step}`, class: "commit", "data-step": commit.step, "data-verdict": commit.verdict },
           h("td", {}, String(commit.step)),
-          h("td", {}, h("span", { class: `badge verdict-${commit.verdict}` }, commit.verdict)),
+          h("td", {}, h("span", { class: `badge verdict-${commit.verdict}` }, commit.verdict), retentionBadge(commit)),
           h("td", {}, number(mean(commit.candidate_scores))),
           h("td", {}, number(mean(commit.current_scores))),
           h("td", {}, shortId(commit.release_id)),
