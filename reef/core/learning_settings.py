@@ -24,6 +24,21 @@ class LearningSettings(Section):
         "(`POST /reef/train`), `hybrid` both.",
     )
     batch_size: int = Field(8, gt=0, description="Reports a learner step waits for.")
+    rehearsal_share: float = Field(
+        0.25,
+        ge=0,
+        lt=1,
+        description="The share of each training batch that is earlier training items replayed, so a new lesson does "
+        "not erase the ones before it (recipes that rehearse: `sft`); drawn from the records published steps "
+        "consumed, never consumed again. 0: off, every batch is new items only.",
+    )
+    rehearsal_max_items: int = Field(
+        512,
+        ge=0,
+        description="Per scenario, the most earlier records rehearsal draws from: a fixed-size sample of every record "
+        "a published step consumed, re-derived from the commit log (ids only; the records stay in the record "
+        "store). 0: off.",
+    )
     review: bool = Field(
         False, description="Every winning candidate waits for a person's approval before it is published."
     )

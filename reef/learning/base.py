@@ -98,6 +98,9 @@ class Processor(abc.ABC):
     units_per_batch: int | None = None
     # Reports (or turns) it could not learn from, by reason, since start (None: it does not count them).
     skipped: collections.Counter[str] | None = None
+    # Whether its samples stay valid training data after later steps (demonstrations; not on-policy rollouts), so a
+    # share of each batch may be earlier samples replayed (`learning.rehearsal_share`).
+    replayable: ClassVar[bool] = False
 
     def skipped_counts(self) -> dict[str, int]:
         """How many reports (or turns) it could not learn from, by reason (`no_training_capture`, …), since start;

@@ -1,6 +1,7 @@
 """One learner step, run to its commit: grow a candidate (from the tip of the working lineage, else the serving
-release, else the release a request names) → judge it paired against the serving release → settle it (see
-`settlement`) → mark the batch's records consumed; or a `skipped` commit that says why no candidate was settled.
+release, else the release a request names; on the batch plus earlier samples replayed, see `rehearsal`) → judge it
+paired against the serving release → settle it (see `settlement`) → mark the batch's records consumed; or a
+`skipped` commit that says why no candidate was settled.
 
 A step that fails writes a `skipped` commit that consumes nothing (the batch is retried) until it has failed
 `MAX_ATTEMPTS` times in a row, then consumes it; a step that cannot be judged (see `gate`) trains nothing and
@@ -28,6 +29,7 @@ from reef.learning.gate import ScenarioGate
 from reef.learning.growth import GrowContext, grow
 from reef.learning.judgement import Judgement, judge, release_id_of, unjudged
 from reef.learning.lineage import NO_PARENTS, StepParents, WorkingLineage
+from reef.learning.rehearsal import Rehearsal, with_replay
 from reef.learning.services import LearningServices
 from reef.learning.settlement import Activate, Settlement
 from reef.observability import tracing
@@ -97,6 +99,7 @@ class Steps:
         self.last_commit: Commit | None = None
         self.blocked: str | None = None
         self.request: dict[str, Any] | None = None  # the request the step in flight answers
+        self.rehearsal = Rehearsal.of(scenario, self.recipe, self.settings, self.records, self.commits)
 
     async def run(self, batch: Batch, processor: Processor) -> StepEnd:
         """Run the next step on `batch` to its commit: settled, or skipped when it failed or the head moved."""
@@ -142,6 +145,7 @@ class Steps:
                 parents = StepParents(head, await asyncio.to_thread(self.releases.get, self.scenario, asked_from))
             trained_from = parents.trained_from
             parent_dir = await asyncio.to_thread(self.releases.materialize, trained_from) if trained_from else None
+            replayed = await self._replay(batch, step)
         self.activity.job["trained_from"] = release_id_of(trained_from)
         ctx = GrowContext(
             self.scenario,
@@ -157,7 +161,11 @@ class Steps:
             commits=self.commits,
         )
         with tracing.span("reef.learner.train", recipe=self.recipe.name, trained_from=release_id_of(trained_from)):
-            candidate = await grow(self.recipe, batch, parent_dir, ctx)
+            candidate = await grow(self.recipe, with_replay(batch, replayed), parent_dir, ctx)
+        if replayed:
+            candidate = dataclasses.replace(
+                candidate, metrics={**candidate.metrics, "rehearsal_samples": len(replayed)}
+            )
         self.activity.job["state"] = "evaluating"
         with tracing.span("reef.learner.evaluate") as evaluated:
             # only a policy that always accepts gets past the gate with no tasks
@@ -186,6 +194,13 @@ class Steps:
         if commit.verdict == "published":  # the retention set is drawn against the new serving release from now on
             self.gate.serving(await asyncio.to_thread(self.releases.head, self.scenario))
         return commit
+
+    async def _replay(self, batch: Batch, step: int) -> list[dict[str, Any]]:
+        """The earlier samples rehearsal adds to `batch` (none when it is off)."""
+        if self.rehearsal is None:
+            return []
+        every, rollouts = self.gate.holdout_every(), self.engine.scores_completions
+        return await asyncio.to_thread(self.rehearsal.replay, batch, step, every, rollouts)
 
     def _selector_for(self, batch: Batch) -> Selector:
         """The recipe's `instruction_policy` for a step that carries an operator's instruction, else the scenario's."""

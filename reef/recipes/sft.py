@@ -71,6 +71,8 @@ class SFTReport(Report):
 class SFTProcessor(ReportJoiningProcessor[SFTReport]):
     """One unit per report: the cited prompt with the demonstration as its completion."""
 
+    replayable: ClassVar[bool] = True
+
     def __init__(self, units_per_batch: int, demonstration_from_feedback: bool = False) -> None:
         super().__init__(units_per_batch, SFTReport)
         self.demonstration_from_feedback = demonstration_from_feedback

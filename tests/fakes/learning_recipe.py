@@ -1,8 +1,8 @@
 """Fake recipes for learner tests: demonstrations arrive as reports `{"feedback": {"prompt", "answer"}}`.
 
-`DemoRecipe` is a weights recipe (grown by the training backend); `FileRecipe` grows its own candidate
-directory (as harness recipes do) without any backend; `CitingDemoRecipe` joins reports with the inference
-records they cite and holds some out for the gate, as `sft` does.
+`DemoRecipe` is a weights recipe (grown by the training backend), `ReplayableDemoRecipe` one that rehearses;
+`FileRecipe` grows its own candidate directory (as harness recipes do) without any backend; `CitingDemoRecipe`
+joins reports with the inference records they cite and holds some out for the gate, as `sft` does.
 """
 
 from __future__ import annotations
@@ -70,6 +70,21 @@ class DemoRecipe(WeightsRecipe):
 
     def processor(self) -> Processor | None:
         return DemoProcessor(self.settings.learning.batch_size)
+
+
+class ReplayableDemoProcessor(DemoProcessor):
+    """`DemoProcessor` whose samples may be replayed by rehearsal, as `sft`'s may."""
+
+    replayable: ClassVar[bool] = True
+
+
+class ReplayableDemoRecipe(DemoRecipe):
+    """`DemoRecipe` that rehearses (`learning.rehearsal_share`)."""
+
+    name: ClassVar[str] = "replayable-demo"
+
+    def processor(self) -> Processor | None:
+        return ReplayableDemoProcessor(self.settings.learning.batch_size)
 
 
 class FileRecipe(DemoRecipe):
