@@ -87,6 +87,8 @@ async def test_a_candidate_that_forgets_an_earlier_lesson_is_refused_and_status_
 async def test_tasks_posted_lesson_by_lesson_through_the_api_guard_the_earlier_lessons_too(tmp_path):
     backend = FakeTrainingBackend()
     settings = make_settings(tmp_path, tasks=None, batch_size=4)
+    evaluation = settings.evaluation.model_copy(update={"retention_items": 64})
+    settings = settings.model_copy(update={"evaluation": evaluation})
     world = await started(open_world(tmp_path, settings, DemoRecipe, backend))
     for name, lesson in ((1, FIRST), (2, SECOND)):
         rows = [{"prompt": q, "checker": "exact", "answer": a, "lesson": name} for q, a in lesson.items()]
