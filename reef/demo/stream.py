@@ -232,8 +232,11 @@ def serve_arm(arm: Arm, args: argparse.Namespace, lessons: list[Lesson], state_d
 
 def run_stream_demo(args: argparse.Namespace) -> int:
     """`reef demo --stream`: every arm of `args.arms` through the same lessons; prints and reports the figures."""
-    unwind_on_sigterm()
     console = Console(stderr=args.json, highlight=False, soft_wrap=True)
+    if getattr(args, "seeds", 1) > 1:
+        console.print("[red]reef demo --stream runs at one seed (--seed); run it once per seed instead of --seeds[/]")
+        return 2
+    unwind_on_sigterm()
     started = time.monotonic()
     lessons = lessons_of(args.seed, args.lessons)
     root = args.state_dir or Path(tempfile.mkdtemp(prefix="reef-stream-"))

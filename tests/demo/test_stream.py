@@ -181,3 +181,11 @@ def test_the_stream_options_refuse_what_they_cannot_run(argv: list[str], capsys:
     with pytest.raises(SystemExit):
         build_parser().parse_args(["demo", "--stream", *argv])
     assert argv[0] in capsys.readouterr().err
+
+
+def test_a_stream_refuses_several_seeds_at_once(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setattr(stream, "ReefServer", FakeServer)
+    FakeServer.commands = []
+    args = build_parser().parse_args(["demo", "--stream", "--seeds", "2", "--state-dir", str(tmp_path)])
+    assert args.handler(args) == 2
+    assert FakeServer.commands == []
