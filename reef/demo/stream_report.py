@@ -49,16 +49,17 @@ def print_stream(result: dict[str, Any], console: Console) -> None:
     """One row per arm with the stream's figures, then each arm's per-lesson forgetting and transfer."""
     arms = result["stream"]["arms"]
     table = Table(title=f"stream of {len(result['stream']['lessons'])} lessons · held-out {result['metric']}")
-    for column in ("arm", "recipe", *(name for _, name in FIGURES), "learning curve", "wall s"):
+    for column in ("arm", "recipe", "final", "peak", "final/peak", "forgetting", "transfer", "wall s"):
         table.add_column(column)
     for name, arm in arms.items():
-        curve = " ".join(_shown(v) for v in arm["learning_curve"]) or "–"
-        table.add_row(name, arm["recipe"], *(_shown(arm[key]) for key, _ in FIGURES), curve, f"{arm['wall_s']:.0f}")
+        table.add_row(name, arm["recipe"], *(_shown(arm[key]) for key, _ in FIGURES), f"{arm['wall_s']:.0f}")
     console.print(table)
+    console.print("  final: final average · peak: mean peak · forgetting, transfer: their means over the lessons")
     for name, arm in arms.items():
         console.print(
-            f"  {name}: forgetting per lesson {_listed(arm['forgetting'])} · transfer per lesson "
-            f"{_listed(arm['transfer'])}" + (f" · [red]{arm['error']}[/]" if arm.get("error") else "")
+            f"  {name}: learning curve {_listed(arm['learning_curve'])} · forgetting per lesson "
+            f"{_listed(arm['forgetting'])} · transfer per lesson {_listed(arm['transfer'])}"
+            + (f" · [red]{arm['error']}[/]" if arm.get("error") else "")
         )
     console.print(f"  transfer: the last score on a lesson minus {result['stream']['transfer_alone']}")
 
