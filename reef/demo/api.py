@@ -177,11 +177,8 @@ class ReefAPI:
         """Create this scenario (nothing happens if it exists)."""
         _raise_for_status(await self._client.post("/reef/scenarios", json={"name": self.scenario}))
 
-    async def replace_tasks(self, rows: Sequence[dict[str, Any]]) -> None:
-        """Make `rows` this scenario's gate tasks: forget those given through the API before, then add these."""
-        cleared = await self._client.delete(f"/reef/scenarios/{self.scenario}/tasks")
-        if cleared.status_code != 404:  # the scenario does not exist yet: there is nothing to forget
-            _raise_for_status(cleared)
+    async def add_tasks(self, rows: Sequence[dict[str, Any]]) -> None:
+        """Add `rows` to this scenario's gate tasks (`POST /reef/scenarios/{s}/tasks`), beside the earlier ones."""
         _raise_for_status(await self._client.post(f"/reef/scenarios/{self.scenario}/tasks", json={"tasks": rows}))
 
     async def update(self, body: dict[str, Any]) -> dict[str, Any]:

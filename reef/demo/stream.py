@@ -1,12 +1,13 @@
 """`reef demo --stream`: lessons taught one after another to one scenario, every earlier lesson measured after each.
 
 Each lesson is its own invented catalogue (`reef.demo.catalogue`, a seed per lesson) of `LESSON_CODES` codes, with
-its own splits: its training prompts, its validation split (the gate's tasks while it is taught, set through
-`POST /reef/scenarios/{s}/tasks`) and its held-out test split. After a lesson's rounds, the held-out split of every
+its own splits: its training prompts, its validation split (added to the gate's tasks when it is taught, tagged
+with its lesson, through `POST /reef/scenarios/{s}/tasks`) and its held-out test split. After a lesson's rounds, the held-out split of every
 lesson so far is measured on the serving release: one row of the matrix `reef.demo.stream_metrics` scores.
 
-The same stream runs once per arm (`ARMS`), each in a fresh `reef serve` and state directory: `default` (the
-settings `reef serve` gives), `plain` (plain sequential `sft`: the retention guard and rehearsal off) and `sdft`
+The same stream runs once per arm (`ARMS`), each in a fresh `reef serve` and state directory: `guarded` (`sft`
+with the retention guard and rehearsal on), `plain` (plain sequential `sft`: the settings `reef serve` gives, where
+both are off) and `sdft`
 (the recipe designed for retention). An arm's own `reef serve` flags are `Arm.serve_flags`, and nowhere else.
 """
 
@@ -51,13 +52,13 @@ class Arm:
 
 
 ARMS: dict[str, Arm] = {
-    "default": Arm("default", "sft", (), "sft with the settings reef serve gives"),
-    "plain": Arm(
-        "plain",
+    "guarded": Arm(
+        "guarded",
         "sft",
-        ("--evaluation.retention-items", "0", "--learning.rehearsal-share", "0"),
-        "plain sequential sft: no retention guard, no rehearsal",
+        ("--evaluation.retention-items", "64", "--learning.rehearsal-share", "0.25"),
+        "sft with the retention guard and rehearsal",
     ),
+    "plain": Arm("plain", "sft", (), "plain sequential sft: no retention guard, no rehearsal (reef serve's defaults)"),
     "sdft": Arm("sdft", "sdft", (), "sdft (the recipe designed for retention) with the settings reef serve gives"),
 }
 
@@ -179,7 +180,9 @@ async def teach_lessons(
     try:
         for lesson in lessons:
             console.print(f"  [bold]lesson {lesson.index + 1}/{len(lessons)}[/] (catalogue seed {lesson.seed})")
-            await api.replace_tasks([t.to_evaluation_row(profile.grading) for t in lesson.validation])
+            await api.add_tasks(
+                [{**t.to_evaluation_row(profile.grading), "lesson": lesson.index + 1} for t in lesson.validation]
+            )
             run = DemoRun(recipe=profile.recipe, metric=profile.grading, suite="catalogue")
             lesson_args = argparse.Namespace(
                 rounds=args.rounds or profile.rounds, time_budget=args.time_budget, seed=lesson.seed,

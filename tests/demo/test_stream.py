@@ -43,7 +43,7 @@ def _install(monkeypatch: pytest.MonkeyPatch, world: World) -> None:
         def __init__(self, url: str, scenario: str) -> None:
             self.scenario = scenario
 
-        async def replace_tasks(self, rows: list[dict[str, Any]]) -> None:
+        async def add_tasks(self, rows: list[dict[str, Any]]) -> None:
             world.gate_tasks.append(rows)
 
         async def measure(self, tasks: list[DemoTask], max_tokens: int) -> Measurement:
@@ -78,10 +78,11 @@ def test_every_lesson_so_far_is_measured_after_each_lesson_and_the_gate_judges_t
     asyncio.run(stream.teach_lessons(arm_run, stream.stream_profile("sft"), args, "http://fake", lessons, console))
     assert arm_run.matrix == [[1.0], [0.75, 1.0], [0.5, 0.75, 1.0]]
     assert arm_run.before == [0.0, 0.0, 0.0]
-    # The gate's tasks are replaced by each lesson's own validation split, in order.
+    # Each lesson's validation split joins the gate's tasks, in order, tagged with its lesson.
     assert [[row["answer"] for row in rows] for rows in world.gate_tasks] == [
         [t.answer for t in lesson.validation] for lesson in lessons
     ]
+    assert [{row["lesson"] for row in rows} for rows in world.gate_tasks] == [{1}, {2}, {3}]
     figures = arm_run.to_json()
     assert figures["forgetting"] == [0.5, 0.25, None]
     assert figures["mean_forgetting"] == 0.375
@@ -151,7 +152,7 @@ def test_each_arm_runs_the_same_stream_with_its_own_flags_and_reports_the_same_f
     code, result, page = _demo(monkeypatch, tmp_path, ["--lessons", "4"])
     assert code == 0
     arms = result["stream"]["arms"]
-    assert list(arms) == ["default", "plain", "sdft"]
+    assert list(arms) == ["guarded", "plain", "sdft"]
     for arm in arms.values():
         assert arm["matrix"] == [[1.0], [0.75, 1.0], [0.5, 0.75, 1.0], [0.25, 0.5, 0.75, 1.0]]
         assert arm["mean_forgetting"] == 0.5 and arm["final_average"] == 0.625

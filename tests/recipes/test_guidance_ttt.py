@@ -6,8 +6,8 @@ from pathlib import Path
 
 from reef.discovery.guidance import GUIDE_RESPONSE_FORMAT, parse_guidance
 from reef.recipes.guidance_ttt import GuidanceTTTRecipe
-from tests.recipes.test_tttd_learning import SCENARIO, _world
 from tests.fakes.learning_world import started
+from tests.recipes.test_tttd_learning import SCENARIO, _world
 
 
 def test_guidance_is_the_block_that_ends_the_answer() -> None:
