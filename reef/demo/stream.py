@@ -3,7 +3,8 @@
 Each lesson is its own invented catalogue (`reef.demo.catalogue`, a seed per lesson) of `LESSON_CODES` codes, with
 its own splits: its training prompts, its validation split (added to the gate's tasks when it is taught, tagged
 with its lesson, through `POST /reef/scenarios/{s}/tasks`) and its held-out test split. After a lesson's rounds,
-the held-out split of every lesson so far is measured on the serving release: one row of the matrix `reef.demo.stream_metrics` scores.
+the held-out split of every lesson so far is measured on the serving release: one row of the matrix
+`reef.demo.stream_metrics` scores.
 
 The same stream runs once per arm (`ARMS`), each in a fresh `reef serve` and state directory: `guarded` (`sft`
 with the retention guard and rehearsal on), `plain` (plain sequential `sft`: the settings `reef serve` gives, where
