@@ -8,6 +8,7 @@ from typing import Any
 
 from reef.demo.recipes import PROFILES, recipe_config_flag, seed_count_flag, serve_flags_flag, task_count_flag
 from reef.demo.run import VALIDATION_TASKS
+from reef.demo.stream import ARMS, LESSONS, arms_flag, lesson_count_flag
 from reef.demo.suites import SUITES
 
 
@@ -25,10 +26,13 @@ def add_demo_command(subparsers: Any) -> None:
         "--rounds",
         type=int,
         help="training rounds, one learner step each (default: the recipe's on the suite; sft: 12 on skills, 3 on "
-        "catalogue)",
+        "catalogue; with --stream, per lesson: 2)",
     )
     parser.add_argument(
-        "--time-budget", type=float, default=600.0, help="seconds; no round starts that would end past it (600)"
+        "--time-budget",
+        type=float,
+        default=600.0,
+        help="seconds; no round starts that would end past it (600; with --stream, per lesson)",
     )
     parser.add_argument("--json", action="store_true", help="print only the result JSON on stdout")
     parser.add_argument("--report", type=Path, help="write a self-contained HTML report here")
@@ -96,6 +100,27 @@ def add_demo_command(subparsers: Any) -> None:
         "--serve-flags='--inference.dtype float32 --training.compute-dtype float32' to measure another precision",
     )
     parser.add_argument(
+        "--stream",
+        action="store_true",
+        help="teach a stream of lessons (invented catalogues) one after another to one scenario, measure every "
+        "lesson so far after each, and report the learning curve, forgetting, transfer and final average per arm",
+    )
+    parser.add_argument(
+        "--lessons",
+        type=lesson_count_flag,
+        default=LESSONS,
+        metavar="K",
+        help=f"--stream: how many lessons (default {LESSONS})",
+    )
+    parser.add_argument(
+        "--arms",
+        type=arms_flag,
+        default=list(ARMS),
+        metavar="NAMES",
+        help=f"--stream: the arms to run, separated by commas (default {','.join(ARMS)}): "
+        + "; ".join(f"{arm.name}: {arm.summary}" for arm in ARMS.values()),
+    )
+    parser.add_argument(
         "--rollout",
         choices=["immediate", "canary"],
         default="immediate",
@@ -106,6 +131,10 @@ def add_demo_command(subparsers: Any) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
+    if args.stream:
+        from reef.demo.stream import run_stream_demo
+
+        return run_stream_demo(args)
     if args.rollout == "canary":
         from reef.demo.rollout import run_rollout_demo
 

@@ -177,6 +177,10 @@ class ReefAPI:
         """Create this scenario (nothing happens if it exists)."""
         _raise_for_status(await self._client.post("/reef/scenarios", json={"name": self.scenario}))
 
+    async def add_tasks(self, rows: Sequence[dict[str, Any]]) -> None:
+        """Add `rows` to this scenario's gate tasks (`POST /reef/scenarios/{s}/tasks`), beside the earlier ones."""
+        _raise_for_status(await self._client.post(f"/reef/scenarios/{self.scenario}/tasks", json={"tasks": rows}))
+
     async def update(self, body: dict[str, Any]) -> dict[str, Any]:
         """`POST /reef/scenarios/{s}/update`: the training mode, pause, or rollout mode."""
         response = await self._client.post(f"/reef/scenarios/{self.scenario}/update", json=body)

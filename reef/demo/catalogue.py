@@ -44,9 +44,10 @@ def catalogue(seed: int, size: int = CATALOGUE_SIZE) -> dict[str, str]:
     return codes
 
 
-def generate(split: str, count: int, seed: int = 0) -> list[DemoTask]:
-    """`count` distinct tasks of `split` about the catalogue of `seed` (fewer when the phrasings run out)."""
-    facts = catalogue(seed)
+def generate(split: str, count: int, seed: int = 0, size: int = CATALOGUE_SIZE) -> list[DemoTask]:
+    """`count` distinct tasks of `split` about the `size`-code catalogue of `seed` (fewer when the phrasings run
+    out)."""
+    facts = catalogue(seed, size)
     rng = random.Random(f"catalogue:{seed}:{split}")
     pairs = [(code, phrasing) for code in facts for phrasing in PHRASINGS[split]]
     rng.shuffle(pairs)

@@ -16,7 +16,7 @@ from reef.demo.api import Answer, Measurement, ReefAPI
 from reef.demo.controls import prompt_control_messages
 from reef.demo.recipes import HARNESS_METHODS, RecipeProfile
 from reef.demo.result import DemoRun, outside_budget
-from reef.demo.suites import SUITES
+from reef.demo.suites import suite_named
 from reef.demo.tasks import DemoTask, is_exact
 
 MEASURE_MAX_TOKENS = 8  # a right answer is at most 4 tokens and the end of turn
@@ -44,7 +44,7 @@ async def run_rounds(
         console.print(
             f"  [bold]baseline[/] held-out exact {run.baseline.exact:.2f}  partial {run.baseline.partial:.2f}"
         )
-        suite = SUITES[getattr(args, "suite", "skills")]
+        suite = suite_named(getattr(args, "suite", "skills"))
         budget_from = started
         if getattr(args, "controls", False) and profile.recipe not in HARNESS_METHODS:
             control_started = time.monotonic()

@@ -51,3 +51,8 @@ SUITES: dict[str, Suite] = {
     # context of 120 made the control alone take most of the demo's budget on two cores.
     "catalogue": Suite("catalogue", catalogue.generate, catalogue.instruction, control_examples=32),
 }
+
+
+def suite_named(value: str | Suite) -> Suite:
+    """The suite `--suite` names, or `value` itself when a demo built its own (a stream's lesson)."""
+    return value if isinstance(value, Suite) else SUITES[value]
