@@ -16,6 +16,7 @@ from reef.application.runtime import Runtime
 from reef.core.records import Record
 from reef.core.settings import EvaluationSettings, InferenceSettings, LearningSettings, Settings, StorageSettings
 from reef.learning.base import Recipe
+from reef.learning.evaluation.holdout import is_held_out
 from reef.releases import FileCommitLog
 from reef.releases.git import open_release_store
 from reef.storage.base import RecordStore
@@ -156,3 +157,17 @@ async def considered(world: World, record: Record, scenario: str = "math", timeo
 def consumed_steps(world: World, scenario: str = "math") -> dict[str, int | None]:
     """Each record of `scenario` → the step that consumed it (None: not consumed)."""
     return {r.agent_record_id: r.consumed_step for r in world.records.page(scenario, 0, 1000)}
+
+
+EVERY = 4  # the default evaluation.holdout_every
+
+
+def report_id(held_out: bool, taken: set[str]) -> str:
+    """A fresh report id that falls in (or out of) the held-out split."""
+    number = 0
+    while True:
+        number += 1
+        candidate = f"rep-{number}"
+        if candidate not in taken and is_held_out(candidate, EVERY) == held_out:
+            taken.add(candidate)
+            return candidate

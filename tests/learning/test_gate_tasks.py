@@ -10,24 +10,11 @@ import pytest
 
 from reef.core.errors import BadRequest
 from reef.core.records import Record
-from reef.learning.evaluation.holdout import is_held_out
 from tests.fakes.learning_recipe import CitingDemoRecipe
-from tests.fakes.learning_world import QUESTIONS, make_world, started
+from tests.fakes.learning_world import EVERY, QUESTIONS, make_world, report_id, started
 from tests.fakes.training_backend import FakeTrainingBackend
 
 Q = list(QUESTIONS)
-EVERY = 4  # the default evaluation.holdout_every
-
-
-def report_id(held_out: bool, taken: set[str]) -> str:
-    """A fresh report id that falls in (or out of) the held-out split."""
-    number = 0
-    while True:
-        number += 1
-        candidate = f"rep-{number}"
-        if candidate not in taken and is_held_out(candidate, EVERY) == held_out:
-            taken.add(candidate)
-            return candidate
 
 
 def ask_and_demonstrate(world, prompt, answer, held_out, taken, scenario="math"):

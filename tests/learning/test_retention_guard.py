@@ -7,26 +7,14 @@ import json
 import time
 
 from reef.core.records import Record
-from reef.learning.evaluation.holdout import is_held_out
 from reef.learning.evaluation.retention import check_retention, retention_set
 from reef.learning.evaluation.tasks import Task
 from tests.fakes.learning_recipe import CitingDemoRecipe, DemoRecipe
-from tests.fakes.learning_world import make_settings, open_world, started
+from tests.fakes.learning_world import make_settings, open_world, report_id, started
 from tests.fakes.training_backend import FakeTrainingBackend
 
 FIRST = {f"what is {n} + {n}?": str(2 * n) for n in range(1, 5)}
 SECOND = {f"what is {n} times {n}?": str(n * n) for n in range(5, 9)}
-EVERY = 4  # the default evaluation.holdout_every
-
-
-def report_id(held_out: bool, taken: set[str]) -> str:
-    number = 0
-    while True:
-        number += 1
-        candidate = f"rep-{number}"
-        if candidate not in taken and is_held_out(candidate, EVERY) == held_out:
-            taken.add(candidate)
-            return candidate
 
 
 def teach(world, lesson: dict[str, str], taken: set[str], name: str | None = None, scenario: str = "math") -> None:
