@@ -1,8 +1,9 @@
 """Fake recipes for learner tests: demonstrations arrive as reports `{"feedback": {"prompt", "answer"}}`.
 
 `DemoRecipe` is a weights recipe (grown by the training backend), `ReplayableDemoRecipe` one that rehearses;
-`FileRecipe` grows its own candidate directory (as harness recipes do) without any backend; `CitingDemoRecipe`
-joins reports with the inference records they cite and holds some out for the gate, as `sft` does.
+`FileRecipe` grows its own candidate directory (as harness recipes do) without any backend; `ForgetfulTreeRecipe`
+grows a harness tree of worked examples a chat agent is served, and forgets the ones a report names;
+`CitingDemoRecipe` joins reports with the inference records they cite and holds some out for the gate, as `sft` does.
 """
 
 from __future__ import annotations
@@ -13,9 +14,12 @@ from typing import Any, ClassVar
 
 from reef.core.errors import BadRequest
 from reef.core.records import Record
+from reef.harness.render import write_tree
+from reef.harness.tree import HarnessTree, Node, load_tree
 from reef.learning.base import Batch, Candidate, Extensions, GrowContext, Processor, Recipe
 from reef.learning.report import Report
 from reef.learning.surface import HARNESS, Surface
+from reef.recipes.harness_method import HARNESS_TREE
 from reef.recipes.reports import CitedInference
 from reef.recipes.sft import SFTProcessor, SFTReport
 from reef.recipes.weights import WeightsRecipe
@@ -108,6 +112,44 @@ class FileRecipe(DemoRecipe):
         (out / "rules.md").write_text("Answer briefly.\n")
         ctx.progress({"proposals": len(batch.samples)})
         return Candidate(out, {"proposals": len(batch.samples)})
+
+
+class ForgetfulProcessor(DemoProcessor):
+    """`DemoProcessor` whose units also carry the prompts the report's `metadata.forget` names."""
+
+    def ingest(self, record: Record) -> None:
+        before = len(self.units)
+        super().ingest(record)
+        if len(self.units) > before:
+            metadata = (record.payload or {}).get("metadata") or {}
+            self.units[-1]["forget"] = [str(prompt) for prompt in metadata.get("forget") or []]
+
+
+class ForgetfulTreeRecipe(FileRecipe):
+    """A harness recipe for a chat agent: each demonstration becomes a worked example (a `Q: …\nA: …` memory node,
+    which the `recall` fake provider answers from), added to the parent's; the prompts a report's `metadata.forget`
+    lists lose theirs, so a test can grow a candidate that forgets part of an earlier lesson."""
+
+    name: ClassVar[str] = "forgetful-tree"
+    surface: ClassVar[Surface] = HARNESS_TREE
+
+    def processor(self) -> Processor | None:
+        return ForgetfulProcessor(self.settings.learning.batch_size)
+
+    def seed(self, directory: Path) -> None:
+        write_tree(HarnessTree.of([Node("rules", "rules", {"text": "Answer briefly."})]), directory)
+
+    async def grow(self, batch: Batch, parent_dir: Path | None, ctx: GrowContext) -> Candidate:
+        forgotten = {f"Q: {prompt}\nA: " for sample in batch.samples for prompt in sample["forget"]}
+        parent = load_tree(parent_dir) if parent_dir is not None else HarnessTree()
+        kept = [node for node in parent if not any(node.text.startswith(prefix) for prefix in forgotten)]
+        learnt = [
+            Node(f"example-{sample['record_id']}", "memory", {"text": f"Q: {sample['prompt']}\nA: {sample['answer']}"})
+            for sample in batch.samples
+        ]
+        out = ctx.work_dir / "candidate"
+        write_tree(HarnessTree.of(kept + learnt), out)
+        return Candidate(out, {"examples": len(kept) + len(learnt), "forgotten": len(parent) - len(kept)})
 
 
 class CitingDemoProcessor(SFTProcessor):
