@@ -166,6 +166,9 @@ async def one_round(
         # A harness step: its mutations and whether the proposer or the method's deterministic fallback made them.
         "source": (commit.get("metrics") or {}).get("source"),
         "mutations": _mutation_summary(commit),
+        # The retention guard's figures (earlier lessons' items) and the earlier samples the step replayed.
+        "retention": (commit.get("metrics") or {}).get("retention"),
+        "rehearsal_samples": (commit.get("metrics") or {}).get("rehearsal_samples"),
         "wait_s": outcome.waited_s,
         "measured": measured.to_json() if measured else None,
     }
