@@ -7,9 +7,8 @@ the held-out split of every lesson so far is measured on the serving release: on
 `reef.demo.stream_metrics` scores.
 
 The same stream runs once per arm (`ARMS`), each in a fresh `reef serve` and state directory: `guarded` (`sft`
-with the retention guard and rehearsal on), `plain` (plain sequential `sft`: the settings `reef serve` gives, where
-both are off) and `sdft`
-(the recipe designed for retention). An arm's own `reef serve` flags are `Arm.serve_flags`, and nowhere else.
+with the retention guard and rehearsal: the settings `reef serve` gives), `plain` (plain sequential `sft`: both
+turned off) and `sdft` (the recipe designed for retention). An arm's own `reef serve` flags are `Arm.serve_flags`, and nowhere else.
 """
 
 from __future__ import annotations
@@ -54,12 +53,14 @@ class Arm:
 
 ARMS: dict[str, Arm] = {
     "guarded": Arm(
-        "guarded",
-        "sft",
-        ("--evaluation.retention-items", "64", "--learning.rehearsal-share", "0.25"),
-        "sft with the retention guard and rehearsal",
+        "guarded", "sft", (), "sft with the retention guard and rehearsal (reef serve's defaults)"
     ),
-    "plain": Arm("plain", "sft", (), "plain sequential sft: no retention guard, no rehearsal (reef serve's defaults)"),
+    "plain": Arm(
+        "plain",
+        "sft",
+        ("--evaluation.retention-items", "0", "--learning.rehearsal-share", "0"),
+        "plain sequential sft: the retention guard and rehearsal turned off",
+    ),
     "sdft": Arm("sdft", "sdft", (), "sdft (the recipe designed for retention) with the settings reef serve gives"),
 }
 

@@ -15,6 +15,7 @@ import pytest
 from rich.console import Console
 
 from reef.cli.main import build_parser
+from reef.core.settings import Settings
 from reef.demo import stream
 from reef.demo.api import Measurement
 from reef.demo.result import DemoRun
@@ -156,10 +157,13 @@ def test_each_arm_runs_the_same_stream_with_its_own_flags_and_reports_the_same_f
     for arm in arms.values():
         assert arm["matrix"] == [[1.0], [0.75, 1.0], [0.5, 0.75, 1.0], [0.25, 0.5, 0.75, 1.0]]
         assert arm["mean_forgetting"] == 0.5 and arm["final_average"] == 0.625
-    guarded = FakeServer.commands[0]
-    assert guarded[guarded.index("--evaluation.retention-items") + 1] == "64"
-    assert guarded[guarded.index("--learning.rehearsal-share") + 1] == "0.25"
-    assert "--evaluation.retention-items" not in FakeServer.commands[1]
+    # `guarded` is what `reef serve` gives (the guard and rehearsal on by default); `plain` turns both off.
+    guarded, plain = FakeServer.commands[0], FakeServer.commands[1]
+    assert "--evaluation.retention-items" not in guarded and "--learning.rehearsal-share" not in guarded
+    defaults = Settings()
+    assert defaults.evaluation.retention_items > 0 and defaults.learning.rehearsal_share > 0
+    assert plain[plain.index("--evaluation.retention-items") + 1] == "0"
+    assert plain[plain.index("--learning.rehearsal-share") + 1] == "0"
     assert FakeServer.commands[2][FakeServer.commands[2].index("--learning.recipe") + 1] == "sdft"
     # The report draws each arm's matrix and the curves.
     assert page.count("<svg") == 1 + 3 and page.count("after lesson 4</th>") == 3
