@@ -25,7 +25,7 @@ class LearningSettings(Section):
     )
     batch_size: int = Field(8, gt=0, description="Reports a learner step waits for.")
     rehearsal_share: float = Field(
-        0.5,
+        0.75,
         ge=0,
         lt=1,
         description="The share of each training batch that is earlier training items replayed, so a new lesson does "
