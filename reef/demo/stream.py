@@ -8,7 +8,8 @@ the held-out split of every lesson so far is measured on the serving release: on
 
 The same stream runs once per arm (`ARMS`), each in a fresh `reef serve` and state directory: `guarded` (`sft`
 with the retention guard and rehearsal: the settings `reef serve` gives), `plain` (plain sequential `sft`: both
-turned off) and `sdft` (the recipe designed for retention). An arm's own `reef serve` flags are `Arm.serve_flags`, and nowhere else.
+turned off) and `sdft` (the recipe designed for retention). An arm's own `reef serve` flags are `Arm.serve_flags`,
+and nowhere else.
 """
 
 from __future__ import annotations
@@ -52,9 +53,7 @@ class Arm:
 
 
 ARMS: dict[str, Arm] = {
-    "guarded": Arm(
-        "guarded", "sft", (), "sft with the retention guard and rehearsal (reef serve's defaults)"
-    ),
+    "guarded": Arm("guarded", "sft", (), "sft with the retention guard and rehearsal (reef serve's defaults)"),
     "plain": Arm(
         "plain",
         "sft",
