@@ -124,7 +124,8 @@ def test_two_replicas_route_alike_count_once_and_serve_the_same_decision(
             sent += 2
             if _rollout(a)["state"] != "canary":
                 break
-        ended = _wait(lambda: _rollout(a)["state"] == "promoted" and _rollout(a), 30, "the promotion")
+        # A promotion is written twice: decided (no release yet), then with the release the head moved to.
+        ended = _wait(lambda: (r := _rollout(a))["state"] == "promoted" and r["release_id"] and r, 30, "the promotion")
         assert _rollout(b) == ended  # one state, in the shared store
         assert ended["decided_by"] == "test"
         counted = ended["arms"]["candidate"]["reports"] + ended["arms"]["incumbent"]["reports"]

@@ -33,10 +33,14 @@ def teach(world, lesson: dict[str, str], taken: set[str], name: str | None = Non
 
 
 def make_world_with_retention(tmp_path, backend: FakeTrainingBackend | None = None, retention_items: int = 64):
-    """A world whose gate judges on the held-out split (no tasks of its own), four reports a batch."""
+    """A world whose gate judges on the held-out split (no tasks of its own), four reports a batch; rehearsal off,
+    so that the guard alone stands between a forgetful candidate and the release."""
     settings = make_settings(tmp_path, tasks=None, batch_size=4)
     settings = settings.model_copy(
-        update={"evaluation": settings.evaluation.model_copy(update={"retention_items": retention_items})}
+        update={
+            "evaluation": settings.evaluation.model_copy(update={"retention_items": retention_items}),
+            "learning": settings.learning.model_copy(update={"rehearsal_share": 0.0}),
+        }
     )
     return open_world(tmp_path, settings, CitingDemoRecipe, backend)
 

@@ -109,5 +109,7 @@ def test_a_job_process_reuses_the_memory_a_step_freed_instead_of_faulting_it_in_
         return int(run.stdout.split()[-1])
 
     default, kept = faults("default"), faults("keep")
-    assert default > 5 * 5000  # glibc hands the 40 MB back each time and faults it in again (~10,000 pages)
-    assert kept < default / 10
+    # glibc hands freed blocks back and faults them in again: 40 MB (~10,000 pages) each step, or, once its dynamic
+    # mmap threshold has risen past the blocks, at least one step's worth over the five (seen: 51,000 or 11,243).
+    assert default > 10_000
+    assert kept < default / 8  # kept: at most a few hundred pages a step (seen: 0 or 1,024)
