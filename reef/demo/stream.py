@@ -7,9 +7,9 @@ the held-out split of every lesson so far is measured on the serving release: on
 `reef.demo.stream_metrics` scores.
 
 The same stream runs once per arm (`ARMS`), each in a fresh `reef serve` and state directory: `guarded` (`sft`
-with the retention guard and rehearsal: the settings `reef serve` gives), `plain` (plain sequential `sft`: both
-turned off) and `sdft` (the recipe designed for retention). An arm's own `reef serve` flags are `Arm.serve_flags`,
-and nowhere else.
+with the retention guard and rehearsal at the settings the learning guide recommends), `plain` (plain sequential
+`sft`: both off, as `reef serve` gives them) and `sdft` (the recipe designed for retention). An arm's own
+`reef serve` flags are `Arm.serve_flags`, and nowhere else.
 """
 
 from __future__ import annotations
@@ -53,12 +53,17 @@ class Arm:
 
 
 ARMS: dict[str, Arm] = {
-    "guarded": Arm("guarded", "sft", (), "sft with the retention guard and rehearsal (reef serve's defaults)"),
+    "guarded": Arm(
+        "guarded",
+        "sft",
+        ("--evaluation.retention-items", "64", "--learning.rehearsal-share", "0.75"),
+        "sft with the retention guard (64 items) and rehearsal (a share of 0.75)",
+    ),
     "plain": Arm(
         "plain",
         "sft",
         ("--evaluation.retention-items", "0", "--learning.rehearsal-share", "0"),
-        "plain sequential sft: the retention guard and rehearsal turned off",
+        "plain sequential sft: the retention guard and rehearsal off (reef serve's defaults)",
     ),
     "sdft": Arm("sdft", "sdft", (), "sdft (the recipe designed for retention) with the settings reef serve gives"),
 }
