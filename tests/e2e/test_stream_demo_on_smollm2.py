@@ -1,7 +1,7 @@
-"""`reef demo --stream` end to end on the real SmolLM2, two lessons, the guarded arm: the second lesson's steps are
-judged on the first lesson's items too (the retention set) and replay the first lesson's demonstrations (rehearsal),
-and the document and the report carry every figure of the stream (measured at full size in
-docs/results/2026-12-07-stream-demo.md; here once, for the wiring, not for the scores)."""
+"""`reef demo --stream` end to end on the real SmolLM2, two lessons of one step each, the guarded arm: the second
+lesson's step is judged on the first lesson's items too (the retention set) and replays the first lesson's
+demonstrations (rehearsal), and the document and the report carry every figure of the stream (measured at full size
+in docs/results/2026-12-07-stream-demo.md; here once, for the wiring, not for the scores)."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.model]
 def test_the_guarded_arm_keeps_a_retention_set_and_rehearses_the_first_lesson(tmp_path: Path) -> None:
     report = tmp_path / "stream.html"
     command = [sys.executable, "-m", "reef.cli.main", "demo", "--stream", "--lessons", "2", "--arms", "guarded",
-               "--json", "--report", str(report), "--time-budget", "1200"]  # fmt: skip
+               "--rounds", "1", "--json", "--report", str(report), "--time-budget", "1200"]  # fmt: skip
     done = subprocess.run(command, capture_output=True, text=True, timeout=1500, env=dict(os.environ))
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(done.stdout)
