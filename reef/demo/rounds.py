@@ -150,6 +150,7 @@ async def one_round(
         # Only a newly served release can change the held-out score; otherwise the last measurement stands.
         measured = await api.measure(test, MEASURE_MAX_TOKENS)
     scores = [profile.score(a) for a in answers]
+    metrics = commit.get("metrics") or {}
     return {
         "round": number,
         "step": commit.get("step"),
@@ -160,15 +161,15 @@ async def one_round(
         "train_prompts": len(answers),
         "train_score": round(sum(scores) / len(scores), 4) if scores else None,
         "train_exact": round(sum(float(is_exact(a.task, a.text)) for a in answers) / max(len(answers), 1), 4),
-        "gate_candidate": _rounded((commit.get("metrics") or {}).get("candidate_mean")),
-        "gate_current": _rounded((commit.get("metrics") or {}).get("current_mean")),
+        "gate_candidate": _rounded(metrics.get("candidate_mean")),
+        "gate_current": _rounded(metrics.get("current_mean")),
         "loss": _last_loss(commit),
         # A harness step: its mutations and whether the proposer or the method's deterministic fallback made them.
-        "source": (commit.get("metrics") or {}).get("source"),
+        "source": metrics.get("source"),
         "mutations": _mutation_summary(commit),
         # The retention guard's figures (earlier lessons' items) and the earlier samples the step replayed.
-        "retention": (commit.get("metrics") or {}).get("retention"),
-        "rehearsal_samples": (commit.get("metrics") or {}).get("rehearsal_samples"),
+        "retention": metrics.get("retention"),
+        "rehearsal_samples": metrics.get("rehearsal_samples"),
         "wait_s": outcome.waited_s,
         "measured": measured.to_json() if measured else None,
     }
