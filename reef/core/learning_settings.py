@@ -25,7 +25,7 @@ class LearningSettings(Section):
     )
     batch_size: int = Field(8, gt=0, description="Reports a learner step waits for.")
     rehearsal_share: float = Field(
-        0.0,
+        0.75,
         ge=0,
         lt=1,
         description="The share of each training batch that is earlier training items replayed, so a new lesson does "
@@ -134,7 +134,7 @@ class EvaluationSettings(Section):
     )
     holdout_min_tasks: int = Field(4, gt=0, description="Held-out tasks a scenario's gate waits for before it judges.")
     retention_items: int = Field(
-        0,
+        64,
         ge=0,
         description="The most gate tasks from earlier lessons (held out or posted before the serving release was "
         "published, spread evenly over time and over lessons) a scenario's retention set keeps; the gate refuses a "

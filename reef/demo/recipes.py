@@ -88,6 +88,10 @@ class RecipeProfile:
         return flags
 
 
+# One lesson has no earlier lesson for rehearsal to keep, and replaying would train each step on up to four times its
+# samples: the one-lesson demos turn it off (the two-phase and stream demos keep `reef serve`'s defaults).
+ONE_LESSON_FLAGS = ("--learning.rehearsal-share", "0")
+
 HARNESS_METHODS = ("evolve", "gepa", "ace", "reasoning_bank", "meta_harness")
 # Recipes whose reports carry the right answer (a harness method's traces read it as `expected`); graded by exact.
 DEMONSTRATED = ("sft", "sdft", *HARNESS_METHODS)

@@ -31,6 +31,7 @@ from typing import Any, Protocol
 from rich.console import Console
 
 from reef.demo.api import ReefAPI
+from reef.demo.recipes import ONE_LESSON_FLAGS
 from reef.demo.server import STARTUP_TIMEOUT_S, ReefServer, free_port, serve_command, unwind_on_sigterm
 from reef.demo.tasks import DemoTask, generate, is_exact
 
@@ -269,5 +270,6 @@ def serve_flags(args: argparse.Namespace) -> list[str]:
         "--evaluation.max-new-tokens", str(MAX_TOKENS),
         "--training.learning-rate", repr(args.learning_rate or 6e-4),
         "--training.epochs", str(args.epochs or 2),
+        *ONE_LESSON_FLAGS,
         *args.serve_flags,
     ]  # fmt: skip

@@ -25,6 +25,7 @@ from reef.demo.distillation import TEACHER_SCENARIO, gap_closed, teacher_kl_figu
 from reef.demo.phases import two_phases
 from reef.demo.recipes import (
     HARNESS_METHODS,
+    ONE_LESSON_FLAGS,
     PROFILES,
     RecipeProfile,
     demo_profile,
@@ -143,7 +144,10 @@ def _serve(
     url = f"http://127.0.0.1:{port}"
     tasks_path = state_dir / f"validation-{profile.recipe}.jsonl"
     _write_jsonl(tasks_path, [t.to_evaluation_row(profile.grading) for t in validation])
-    flags = [*profile.serve_flags(args.learning_rate, args.epochs), *args.serve_flags]
+    # Two phases of task families (its --compare sft run too); a suite without families runs one.
+    phases = args.recipe == "sdft" and not args.single_phase and run.suite == "skills"
+    one_lesson = () if phases else ONE_LESSON_FLAGS
+    flags = [*profile.serve_flags(args.learning_rate, args.epochs), *one_lesson, *args.serve_flags]
     command = serve_command(profile.recipe, port, state_dir, tasks_path, profile.batch_size, flags)
     run.settings = {
         "suite": run.suite,
@@ -174,8 +178,7 @@ def _serve(
         with server:
             console.print("  starting reef serve (SmolLM2, SQLite, git) …")
             run.startup_s = server.wait_healthy(STARTUP_TIMEOUT_S)
-            # Two phases of task families (its --compare sft run too); a suite without families runs one.
-            if args.recipe == "sdft" and not args.single_phase and run.suite == "skills":
+            if phases:
                 make_run = lambda: DemoRun(recipe=profile.recipe, metric=profile.grading)  # noqa: E731
                 asyncio.run(two_phases(run_rounds, make_run, run, profile, args, url, test, console, started))
             else:

@@ -7,8 +7,8 @@ the held-out split of every lesson so far is measured on the serving release: on
 `reef.demo.stream_metrics` scores.
 
 The same stream runs once per arm (`ARMS`), each in a fresh `reef serve` and state directory: `guarded` (`sft`
-with the retention guard and rehearsal at the settings the learning guide recommends), `plain` (plain sequential
-`sft`: both off, as `reef serve` gives them) and `sdft` (the recipe designed for retention). An arm's own
+as `reef serve` gives it, the retention guard and rehearsal on), `plain` (plain sequential `sft`: both turned off)
+and `sdft` (the recipe designed for retention). An arm's own
 `reef serve` flags are `Arm.serve_flags`, and nowhere else.
 """
 
@@ -56,14 +56,14 @@ ARMS: dict[str, Arm] = {
     "guarded": Arm(
         "guarded",
         "sft",
-        ("--evaluation.retention-items", "64", "--learning.rehearsal-share", "0.75"),
-        "sft with the retention guard (64 items) and rehearsal (a share of 0.75)",
+        (),
+        "sft as reef serve gives it: the retention guard (64 items) and rehearsal (a share of 0.75) on",
     ),
     "plain": Arm(
         "plain",
         "sft",
         ("--evaluation.retention-items", "0", "--learning.rehearsal-share", "0"),
-        "plain sequential sft: the retention guard and rehearsal off (reef serve's defaults)",
+        "plain sequential sft: the retention guard and rehearsal turned off",
     ),
     "sdft": Arm("sdft", "sdft", (), "sdft (the recipe designed for retention) with the settings reef serve gives"),
 }
