@@ -75,7 +75,7 @@ class RecipeProfile:
             "8",
             # The demo waits for each step, so training may use every core.
             "--training.threads",
-            str(os.cpu_count() or 2),
+            str(training_threads()),
             "--training.micro-batch-size",
             str(self.micro_batch_size),
         ]
@@ -91,6 +91,16 @@ class RecipeProfile:
 # One lesson has no earlier lesson for rehearsal to keep, and replaying would train each step on up to four times its
 # samples: the one-lesson demos turn it off (the two-phase and stream demos keep `reef serve`'s defaults).
 ONE_LESSON_FLAGS = ("--learning.rehearsal-share", "0")
+
+
+def training_threads() -> int:
+    """The demo's training threads: `OMP_NUM_THREADS` where it is set (this process's share of the machine), else
+    every core this process may run on."""
+    share = os.environ.get("OMP_NUM_THREADS", "")
+    if share.isdigit() and int(share) > 0:
+        return int(share)
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 2)
+
 
 HARNESS_METHODS = ("evolve", "gepa", "ace", "reasoning_bank", "meta_harness")
 # Recipes whose reports carry the right answer (a harness method's traces read it as `expected`); graded by exact.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import socket
@@ -14,6 +15,7 @@ from typing import IO, Any
 
 import httpx
 
+PR_SET_PDEATHSIG = 1  # prctl(2)
 STARTUP_TIMEOUT_S = 600.0  # the embedded model loads (and llama.cpp maps it) before the first health answer
 
 
@@ -85,6 +87,7 @@ class ReefServer:
             stdin=subprocess.DEVNULL,
             start_new_session=True,
             cwd=self.cwd,
+            preexec_fn=_stop_with_parent,
         )
 
     def wait_healthy(self, timeout_s: float) -> float:
@@ -138,3 +141,12 @@ def _signal_group(process: subprocess.Popen[bytes], signum: int) -> None:
         os.killpg(process.pid, signum)
     except ProcessLookupError:
         pass
+
+
+def _stop_with_parent() -> None:
+    """In the child, before it runs: ask the kernel for SIGTERM when the demo that started it dies, however it dies
+    (a `kill -9`, a test's timeout), so a server never outlives its demo and trains on (Linux; elsewhere a no-op)."""
+    if sys.platform != "linux":
+        return
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
