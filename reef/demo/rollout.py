@@ -9,9 +9,9 @@ candidate (policy `always`): the gate is not what decides here, the users are. T
 2. **a release the users dislike**: one step on a polite non-answer to the questions the users ask, which the
    gate still accepts, opens a second rollout; the same users' grades roll it back.
 
-The second step's batch is queued, without scores, while the learner is paused during the first rollout, so the
-users' reports (each also carries the right answer, as `sft` requires) queue behind it and no step runs on them:
-the only training is the two scripted steps. The demo prints, per rollout, its decision, how
+The users' reports are plain scores, as real users give them: `sft` stores each as rollout evidence and trains
+on none (`skipped` as `no_demonstration`). The second step's batch is queued, without scores, while the learner is
+paused during the first rollout: the only training is the two scripted steps. The demo prints, per rollout, its decision, how
 many attributed reports it took, and which share of the users was ever served the canary.
 """
 
@@ -52,8 +52,8 @@ class RolloutClient(Protocol):
     async def ask(self, task: DemoTask, user: str) -> tuple[str, str, str | None]:
         """(answer, receipt, serving release) of `user` asking `task`."""
 
-    async def report(self, score: float, receipt: str, demonstration: str) -> str:
-        """Report `score` on `receipt`, with the right answer as its demonstration."""
+    async def report(self, score: float, receipt: str) -> str:
+        """Report `score` on `receipt`, and nothing else."""
 
     async def rollout(self) -> dict[str, Any]:
         """The scenario's rollout (`GET /reef/scenarios/{s}/rollout`)."""
@@ -100,7 +100,7 @@ async def users_until_decided(
         for (user, task), (text, receipt, served_by) in zip(wave, answers, strict=True):
             if served_by == candidate:
                 exposed.add(user)
-            await client.report(float(is_exact(task, text)), receipt, task.answer)
+            await client.report(float(is_exact(task, text)), receipt)
         asked += len(wave)
         view = await _settled(client, view)
     reports = sum(int(arm["reports"]) for arm in view["arms"].values())
@@ -130,8 +130,8 @@ class DemoClient:
     async def ask(self, task: DemoTask, user: str) -> tuple[str, str, str | None]:
         return await self.api.complete(task.messages(), 0.0, MAX_TOKENS, {"user": user})
 
-    async def report(self, score: float, receipt: str, demonstration: str) -> str:
-        return await self.api.report(score, receipt, {"demonstration": demonstration})
+    async def report(self, score: float, receipt: str) -> str:
+        return await self.api.report(score, receipt, {})
 
     async def rollout(self) -> dict[str, Any]:
         return await self.api.rollout()
@@ -182,8 +182,8 @@ async def two_rollouts(url: str, console: Console, seed: int) -> list[RolloutOut
         await client.queue_demonstrations(training, [t.answer for t in training])
         view = await client.wait_for_rollout(None, ROLLOUT_WAIT_S)
         await client.pause(True)
-        # The disliked release's batch is queued now, while the learner is paused, so that it is the next batch: the
-        # users' reports (each carries the right answer, as sft requires) queue behind it and never train.
+        # The disliked release's batch is queued now, while the learner is paused, so that it is the next batch (the
+        # users' plain scores train nothing either way).
         await client.queue_demonstrations(questions, wrong_answers(questions))
         for label in ("better", "worse"):
             if label == "worse":

@@ -24,7 +24,7 @@ class FakeRolloutClient:
         self.arms_of_users: dict[str, set[str]] = {}
         self.state = "canary"
         self.decided_by: str | None = None
-        self.demonstrations: list[str] = []  # what each report taught (the sft recipe refuses a report without one)
+        self.reports: int = 0  # plain scores: what real users send
 
     async def ask(self, task: DemoTask, user: str) -> tuple[str, str, str | None]:
         arm = arm_of(f"user:{user}", ROLLOUT_ID, self.share) if self.state == "canary" else "incumbent"
@@ -34,8 +34,8 @@ class FakeRolloutClient:
         text = task.answer if self.rng.random() < self.right[arm] else "no idea"
         return text, receipt, RELEASES[arm]
 
-    async def report(self, score: float, receipt: str, demonstration: str) -> str:
-        self.demonstrations.append(demonstration)
+    async def report(self, score: float, receipt: str) -> str:
+        self.reports += 1
         arm = self.served[receipt]
         self.tallies[arm] = self.tallies[arm].add(score)
         decision = decide(self.tallies["candidate"], self.tallies["incumbent"], 0.05)
