@@ -11,8 +11,8 @@ candidate (policy `always`): the gate is not what decides here, the users are. T
 
 The users' reports are plain scores, as real users give them: `sft` stores each as rollout evidence and trains
 on none (`skipped` as `no_demonstration`). The second step's batch is queued, without scores, while the learner is
-paused during the first rollout: the only training is the two scripted steps. The demo prints, per rollout, its decision, how
-many attributed reports it took, and which share of the users was ever served the canary.
+paused during the first rollout: the only training is the two scripted steps. The demo prints, per rollout, its
+decision, how many attributed reports it took, and which share of the users was ever served the canary.
 """
 
 from __future__ import annotations
