@@ -22,7 +22,7 @@ def test_the_guarded_arm_keeps_a_retention_set_and_rehearses_the_first_lesson(tm
     report = tmp_path / "stream.html"
     command = [sys.executable, "-m", "reef.cli.main", "demo", "--stream", "--lessons", "2", "--arms", "guarded",
                "--rounds", "1", "--json", "--report", str(report), "--time-budget", "1200"]  # fmt: skip
-    done = subprocess.run(command, capture_output=True, text=True, timeout=1500, env=dict(os.environ))
+    done = subprocess.run(command, capture_output=True, text=True, timeout=850, env=dict(os.environ))
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(done.stdout)
     assert result["error"] is None
