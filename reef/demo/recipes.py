@@ -10,6 +10,7 @@ import shlex
 from typing import Any, Literal
 
 from reef.application.config import ConfigError, load_settings, parse_overrides
+from reef.core.cores import usable_cores
 from reef.demo.api import Answer
 from reef.demo.distillation import TEACHER_SCENARIO
 from reef.demo.tasks import is_exact, partial_credit
@@ -99,7 +100,7 @@ def training_threads() -> int:
     share = os.environ.get("OMP_NUM_THREADS", "")
     if share.isdigit() and int(share) > 0:
         return int(share)
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 2)
+    return usable_cores()
 
 
 HARNESS_METHODS = ("evolve", "gepa", "ace", "reasoning_bank", "meta_harness")

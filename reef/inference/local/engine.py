@@ -12,6 +12,7 @@ from typing import Any, Literal
 import torch
 
 from reef.core.capabilities import ENGINE_SUPPLIES
+from reef.core.cores import usable_cores
 from reef.core.errors import BadRequest
 from reef.core.releases import Release
 from reef.core.scenarios import Dialect
@@ -72,7 +73,7 @@ class LocalEngine(Engine):
             # Matmul threads get every core but one, which stays with the asyncio loop (HTTP, recording): when
             # intra-op threads outnumber free cores, torch's barriers stall and decoding slows several-fold.
             # An explicit OMP_NUM_THREADS wins.
-            torch.set_num_threads(max(1, len(os.sched_getaffinity(0)) - 1))
+            torch.set_num_threads(max(1, usable_cores() - 1))
         forward = resolve_forward(settings, device)
         if settings.dtype == "gguf" and forward != "llama.cpp":
             raise BadRequest(

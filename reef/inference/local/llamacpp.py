@@ -24,7 +24,6 @@ from __future__ import annotations
 import collections
 import ctypes
 import logging
-import os
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -32,6 +31,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from reef.core.cores import usable_cores
 from reef.inference.local.llama import LoraWeights
 from reef.inference.local.prefixes import shared_prefixes
 
@@ -359,4 +359,4 @@ def convert(source: Path, target: Path, dtype: str) -> None:
 def default_threads() -> int:
     """Every core: llama.cpp's threads, unlike torch's, measured faster with the HTTP loop sharing them
     (docs/results/)."""
-    return max(1, len(os.sched_getaffinity(0)))
+    return usable_cores()

@@ -18,6 +18,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
+from reef.core.cores import usable_cores
 from reef.learning.base import TrainingBackend, TrainingJob, TrainingResult
 from reef.training.jobfile import TrainingFailed, job_from_json, job_to_json, result_from_json, result_to_json
 
@@ -31,8 +32,7 @@ _context: Any = None
 
 def default_threads() -> int:
     """All cores but one, so the serving process keeps a core to itself."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 2)
-    return max(1, cores - 1)
+    return max(1, usable_cores() - 1)
 
 
 def training_context() -> Any:
