@@ -28,9 +28,10 @@ class LearningSettings(Section):
         0.75,
         ge=0,
         lt=1,
-        description="The share of each training batch that is earlier training items replayed, so a new lesson does "
+        description="The share of each step's training items that are earlier ones replayed, so a new lesson does "
         "not erase the ones before it (recipes that rehearse: `sft`); drawn from the records published steps "
-        "consumed, never consumed again. 0: off, every batch is new items only.",
+        "consumed, never consumed again. A replayed item trains once per step, its epochs sharing the replay out. "
+        "0: off, every batch is new items only.",
     )
     rehearsal_max_items: int = Field(
         512,

@@ -34,12 +34,17 @@ from reef.training.jobfile import TrainingJob, TrainingResult
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Batch:
-    """Training units a processor has made ready, with the ids of every record they consume."""
+    """Training units a processor has made ready, with the ids of every record they consume.
+
+    `replayed` are earlier samples rehearsal adds to the step (`learning.rehearsal_share`): they consume no record,
+    and a weights recipe's job trains each of them once per step (`TrainingJob.replayed`).
+    """
 
     batch_id: str
     samples: list[dict[str, Any]]
     record_ids: list[str]
     instruction: str | None = None  # an operator's words for this step (POST /reef/train text); recipes may use it
+    replayed: list[dict[str, Any]] = dataclasses.field(default_factory=list)
 
 
 Progress = Callable[[dict[str, Any]], None]

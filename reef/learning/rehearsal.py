@@ -6,8 +6,10 @@ which), the `learning.rehearsal_max_items` whose hash with the scenario is small
 the order records are seen in, so the reservoir is re-derived from the commit log alone and is the same after a
 restart; it holds ids only, the records themselves stay in the record store. A step replays
 `round(n · share / (1 − share))` samples (n: its new samples), drawn from the reservoir in an order seeded by the
-scenario and the step, and made into training units by a fresh processor of the recipe. Replayed records are never
-added to a batch's `record_ids`: they are not consumed again.
+scenario and the step, and made into training units by a fresh processor of the recipe. They travel as the batch's
+`replayed` samples, never in its `record_ids`: they are not consumed again. The training job trains each replayed
+sample once per step, spread over its epochs (each epoch: every new sample and its own slice of the replay), so a
+share of 0.75 costs a four-epoch step under twice its new samples' time, not four times.
 """
 
 from __future__ import annotations
@@ -155,5 +157,5 @@ class Rehearsal:
 
 
 def with_replay(batch: Batch, samples: list[dict[str, Any]]) -> Batch:
-    """`batch` with `samples` replayed after its own; the records it consumes are unchanged."""
-    return dataclasses.replace(batch, samples=[*batch.samples, *samples]) if samples else batch
+    """`batch` with `samples` as its `replayed` ones; its own samples and the records it consumes are unchanged."""
+    return dataclasses.replace(batch, replayed=list(samples)) if samples else batch

@@ -68,6 +68,7 @@ class WeightsRecipe(Recipe):
             base_model_path=base_model_path,
             parent_adapter_path=parent_adapter_path,
             samples=batch.samples,
+            replayed=batch.replayed,
             loss=self.loss_name or self.name,
             training=self.settings.training,
             recipe_config=self.recipe_config,

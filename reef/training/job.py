@@ -40,7 +40,8 @@ StepLoss = Callable[[list[dict[str, Any]]], tuple[torch.Tensor, dict[str, Any]]]
 
 
 def run_training_job(job: TrainingJob, progress: Progress | None = None) -> TrainingResult:
-    """Train on `job.samples` for `epochs` × micro-batches, one optimizer step each; save and return the adapter."""
+    """Train on `job.samples` for `epochs` × micro-batches, one optimizer step each, and on each of `job.replayed`
+    once (an epoch takes its share of them); save and return the adapter."""
     started = time.perf_counter()
     settings = job.training
     seed = settings.seed
@@ -54,9 +55,11 @@ def run_training_job(job: TrainingJob, progress: Progress | None = None) -> Trai
         store_frozen_weights(model, compute_dtype)
     max_seq_len = settings.max_seq_len
     samples = [tokenize_sample(s, tokenizer, max_seq_len) for s in job.samples]
+    replayed = [tokenize_sample(s, tokenizer, max_seq_len) for s in job.replayed]
     distill = None
     if job.loss in DISTILLATION_LOSSES:
         samples = [with_teacher_prompt(s, tokenizer, max_seq_len) for s in samples]
+        replayed = [with_teacher_prompt(s, tokenizer, max_seq_len) for s in replayed]
         step_class = HindsightStep if job.loss == "openclawrl" else DistillationStep
         distill = step_class.open(job, model, tokenizer, device)
     plain = plain_loss(job, model, tokenizer, device, compute_dtype)
@@ -68,10 +71,13 @@ def run_training_job(job: TrainingJob, progress: Progress | None = None) -> Trai
     tokens = 0
     first_gap: dict[str, Any] = {}
     model.train()
+    order.shuffle(replayed)
     for epoch in range(settings.epochs):
-        order.shuffle(samples)
-        for first in range(0, len(samples), micro):
-            chunk = samples[first : first + micro]
+        # every new sample each epoch; the replayed ones shared out, each trained once in the job
+        passing = [*samples, *replayed[epoch :: settings.epochs]]
+        order.shuffle(passing)
+        for first in range(0, len(passing), micro):
+            chunk = passing[first : first + micro]
             with compute_context(compute_dtype, device):
                 loss, extra = distill.loss(chunk) if distill is not None else plain(chunk)
             optimizer.zero_grad(set_to_none=True)
@@ -107,6 +113,7 @@ def run_training_job(job: TrainingJob, progress: Progress | None = None) -> Trai
         "loss": losses,
         "steps": len(losses),
         "samples": len(samples),
+        "replayed": len(replayed),
         "tokens": tokens,
         "wall_s": round(time.perf_counter() - started, 3),
         "device": device,

@@ -48,6 +48,8 @@ class TrainingJob:
     recipe_config: RecipeConfigValue
     output_dir: Path
     teacher: JobTeacher | None = None
+    # Earlier samples rehearsal replays: each is trained once per job, its epochs sharing them out.
+    replayed: list[dict[str, Any]] = dataclasses.field(default_factory=list)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -84,6 +86,7 @@ def job_to_json(job: TrainingJob) -> dict[str, Any]:
         "base_model_path": str(job.base_model_path),
         "parent_adapter_path": None if job.parent_adapter_path is None else str(job.parent_adapter_path),
         "samples": job.samples,
+        "replayed": job.replayed,
         "loss": job.loss,
         "training": job.training.model_dump(mode="json"),
         "recipe_config": {
@@ -107,6 +110,7 @@ def job_from_json(data: dict[str, Any]) -> TrainingJob:
         base_model_path=Path(data["base_model_path"]),
         parent_adapter_path=None if parent is None else Path(parent),
         samples=list(data["samples"]),
+        replayed=list(data.get("replayed", [])),
         loss=data["loss"],
         training=_validated("training", TrainingSettings, data["training"]),
         recipe_config=dict(config["values"])

@@ -31,7 +31,7 @@ class FakeTrainingBackend(TrainingBackend):
             self.fail_times -= 1
             raise RuntimeError("the fake training job crashed")
         answers = {p: a for p, a in read_answers(job.parent_adapter_path).items() if p not in self.forget}
-        for index, sample in enumerate(job.samples):
+        for index, sample in enumerate([*job.samples, *job.replayed]):
             answers[sample["prompt"]] = "wrong" if self.corrupt else sample["answer"]
             if progress is not None:
                 progress({"step": index + 1, "loss": 1.0 / (index + 1)})

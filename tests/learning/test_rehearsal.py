@@ -59,10 +59,9 @@ async def test_a_later_batch_replays_earlier_published_samples_in_the_configured
     second = await teach(world, Q[2:])
 
     assert first["verdict"] == second["verdict"] == "published"
-    trained = [sample["record_id"] for sample in world.backend.jobs[1].samples]
-    assert len(trained) == 4
-    assert set(trained[:2]) == set(second["consumed_record_ids"])
-    assert set(trained[2:]) == set(first["consumed_record_ids"])
+    job = world.backend.jobs[1]
+    assert {sample["record_id"] for sample in job.samples} == set(second["consumed_record_ids"])
+    assert {sample["record_id"] for sample in job.replayed} == set(first["consumed_record_ids"])
     assert second["metrics"]["rehearsal_samples"] == 2
 
 
@@ -85,7 +84,7 @@ async def test_a_share_of_zero_trains_exactly_the_batches_of_a_recipe_that_does_
         await teach(world, Q[2:])
 
     def questions(world: World) -> list[list[str]]:
-        return [[sample["prompt"] for sample in job.samples] for job in world.backend.jobs]
+        return [[sample["prompt"] for sample in [*job.samples, *job.replayed]] for job in world.backend.jobs]
 
     assert questions(off) == questions(plain) == [Q[:2], Q[2:]]
 
@@ -105,7 +104,7 @@ async def test_a_rejected_candidates_samples_are_never_replayed(tmp_path):
     await teach(world, Q[2:])
 
     assert (published["verdict"], rejected["verdict"]) == ("published", "rejected")
-    replayed = {sample["record_id"] for sample in world.backend.jobs[2].samples[2:]}
+    replayed = {sample["record_id"] for sample in world.backend.jobs[2].replayed}
     assert replayed == set(published["consumed_record_ids"])
 
 
@@ -128,7 +127,7 @@ async def test_a_bounded_store_replays_no_more_than_it_holds(tmp_path):
     first = await teach(world, Q[:2])
     await teach(world, Q[2:])
 
-    replayed = [sample["record_id"] for sample in world.backend.jobs[1].samples[2:]]
+    replayed = [sample["record_id"] for sample in world.backend.jobs[1].replayed]
     assert len(replayed) == 1 and replayed[0] in first["consumed_record_ids"]
     assert len(rehearsal_of(world).held()) == 1
 
@@ -148,7 +147,7 @@ async def test_after_a_restart_the_replay_set_is_the_same(tmp_path):
     await teach(world, [Q[0], Q[1]])
 
     (job,) = world.backend.jobs
-    assert len(expected) == 2 and job.samples[2:] == expected
+    assert len(expected) == 2 and job.replayed == expected
 
 
 def test_sft_rehearses_and_on_policy_recipes_do_not(tmp_path):
@@ -177,7 +176,7 @@ async def test_an_sft_report_is_replayed_with_the_consumed_inference_it_cites(tm
 
     first, second = commits
     assert [commit["verdict"] for commit in commits] == ["published", "published"]
-    replayed = world.backend.jobs[1].samples[2:]
+    replayed = world.backend.jobs[1].replayed
     assert sorted(sample["prompt"] for sample in replayed) == sorted(Q[:2])
     assert {sample["record_id"] for sample in replayed} < set(first["consumed_record_ids"])
     steps = consumed_steps(world)

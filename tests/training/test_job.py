@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
 
@@ -50,6 +51,17 @@ def test_sft_loss_falls_over_a_few_steps_on_one_demonstration_and_training_conti
     )
     continued = run_training_job(second).metrics["loss"][0]
     assert continued < losses[0]
+
+
+def test_a_replayed_sample_trains_once_per_job_while_every_new_sample_trains_each_epoch(base_model_path, tmp_path):
+    new = {"messages": PROMPT, "completion_text": "pineapple"}
+    replayed = [{"messages": [{"role": "user", "content": f"Word {n}?"}], "completion_text": "mango"} for n in range(3)]
+    job = TrainingJob(
+        base_model_path, None, [new], "sft", training(epochs=2, micro_batch_size=1), SFTConfig(), tmp_path / "out"
+    )
+    result = run_training_job(dataclasses.replace(job, replayed=replayed)).metrics
+    # two epochs of the new sample, three replayed samples shared between them: one micro-step each
+    assert (result["steps"], result["samples"], result["replayed"]) == (2 + 3, 1, 3)
 
 
 @pytest.mark.parametrize(("compute_dtype", "tolerance"), [("float32", 1e-4), ("bfloat16", 0.05)])

@@ -4,6 +4,7 @@ there, and every default of theirs lives once, in its model."""
 from __future__ import annotations
 
 import ast
+import dataclasses
 import re
 from pathlib import Path
 
@@ -51,6 +52,8 @@ def test_a_job_comes_back_from_its_json_with_its_settings_and_recipe_configurati
     job = rl_job(tmp_path)
     back = job_from_json(job_to_json(job))
     assert back == job
+    replaying = dataclasses.replace(job, replayed=[{"prompt_ids": [4], "completion_ids": [5], "advantage": 1.0}])
+    assert job_from_json(job_to_json(replaying)).replayed == replaying.replayed
     assert isinstance(back.recipe_config, RLConfig) and back.recipe_config.clip_low == RLConfig().clip_low
 
 
