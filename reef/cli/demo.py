@@ -8,7 +8,7 @@ from typing import Any
 
 from reef.demo.recipes import PROFILES, recipe_config_flag, seed_count_flag, serve_flags_flag, task_count_flag
 from reef.demo.run import VALIDATION_TASKS
-from reef.demo.stream import ARMS, LESSONS, arms_flag, lesson_count_flag
+from reef.demo.stream import ARMS, LESSON_CODES, LESSONS, arms_flag, lesson_codes_flag, lesson_count_flag
 from reef.demo.suites import SUITES
 
 
@@ -111,6 +111,14 @@ def add_demo_command(subparsers: Any) -> None:
         default=LESSONS,
         metavar="K",
         help=f"--stream: how many lessons (default {LESSONS})",
+    )
+    parser.add_argument(
+        "--lesson-codes",
+        type=lesson_codes_flag,
+        default=LESSON_CODES,
+        metavar="N",
+        help=f"--stream: the invented codes a lesson teaches (default {LESSON_CODES}; from 4 to 40): three training "
+        "prompts, two held-out and one gate task each, so a lesson's steps take time in proportion",
     )
     parser.add_argument(
         "--arms",

@@ -69,15 +69,24 @@ ARMS: dict[str, Arm] = {
 }
 
 
-def lesson_count_flag(text: str) -> int:
-    """`--lessons`' value: a whole number from 2 to 20."""
+def _whole_number(text: str, low: int, high: int, what: str) -> int:
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"a whole number is needed, not {text!r}") from None
-    if not 2 <= value <= 20:
-        raise argparse.ArgumentTypeError(f"from 2 to 20 lessons, not {value}")
+    if not low <= value <= high:
+        raise argparse.ArgumentTypeError(f"from {low} to {high} {what}, not {value}")
     return value
+
+
+def lesson_count_flag(text: str) -> int:
+    """`--lessons`' value: a whole number from 2 to 20."""
+    return _whole_number(text, 2, 20, "lessons")
+
+
+def lesson_codes_flag(text: str) -> int:
+    """`--lesson-codes`' value: a whole number from 4 to 40."""
+    return _whole_number(text, 4, 40, "codes a lesson")
 
 
 def arms_flag(text: str) -> list[str]:
@@ -89,11 +98,9 @@ def arms_flag(text: str) -> list[str]:
     return names
 
 
-# Every demonstration of a lesson in one batch, four epochs a step, two steps a lesson: each fact is shown 24 times
-# (three phrasings), as in the catalogue suite's settings, on a third of its facts.
+# Every demonstration of a lesson in one batch (`lesson_batch`), four epochs a step, two steps a lesson: each fact
+# is shown 24 times (three phrasings), as in the catalogue suite's settings, on a third of its facts.
 STREAM_SETTINGS: dict[str, Any] = {
-    "prompts_per_round": 3 * LESSON_CODES,
-    "batch_size": 3 * LESSON_CODES,
     "micro_batch_size": 4,
     "epochs": 4,
     "learning_rate": 1e-3,
@@ -110,12 +117,13 @@ class Lesson:
     suite: Suite
     test: list[DemoTask]
     validation: list[DemoTask]
+    codes: int = LESSON_CODES
 
     def to_json(self) -> dict[str, Any]:
         return {
             "lesson": self.index + 1,
             "catalogue_seed": self.seed,
-            "codes": LESSON_CODES,
+            "codes": self.codes,
             "test_tasks": len(self.test),
             "validation_tasks": len(self.validation),
         }
@@ -130,7 +138,7 @@ def lessons_of(seed: int, count: int, codes: int = LESSON_CODES) -> list[Lesson]
         suite = Suite("catalogue", generate, catalogue.instruction)
         lessons.append(
             Lesson(index, lesson_seed, suite, generate("test", 2 * codes, lesson_seed),
-                   generate("validation", codes, lesson_seed))
+                   generate("validation", codes, lesson_seed), codes)
         )  # fmt: skip
     return lessons
 
@@ -139,9 +147,14 @@ def _generate(split: str, count: int, seed: int, codes: int) -> list[DemoTask]:
     return catalogue.generate(split, count, seed, codes)
 
 
-def stream_profile(recipe: str) -> RecipeProfile:
+def lesson_batch(codes: int) -> dict[str, int]:
+    """A round's prompts and the learner's batch for lessons of `codes` codes: every demonstration (three phrasings)."""
+    return {"prompts_per_round": 3 * codes, "batch_size": 3 * codes}
+
+
+def stream_profile(recipe: str, codes: int = LESSON_CODES) -> RecipeProfile:
     """`recipe`'s demo profile with the stream's lesson-sized batches."""
-    return dataclasses.replace(PROFILES[recipe], **STREAM_SETTINGS)
+    return dataclasses.replace(PROFILES[recipe], **STREAM_SETTINGS, **lesson_batch(codes))
 
 
 @dataclasses.dataclass
@@ -212,7 +225,7 @@ def serve_arm(arm: Arm, args: argparse.Namespace, lessons: list[Lesson], state_d
     """Run the stream for `arm` in its own `reef serve` on `state_dir`; what it measured (`error` set if it failed)."""
     started = time.monotonic()
     arm_run = ArmRun(arm)
-    profile = stream_profile(arm.recipe)
+    profile = stream_profile(arm.recipe, lessons[0].codes)
     state_dir.mkdir(parents=True, exist_ok=True)
     port = args.port or free_port()
     url = f"http://127.0.0.1:{port}"
@@ -247,10 +260,11 @@ def run_stream_demo(args: argparse.Namespace) -> int:
         return 2
     unwind_on_sigterm()
     started = time.monotonic()
-    lessons = lessons_of(args.seed, args.lessons)
+    codes = getattr(args, "lesson_codes", LESSON_CODES)
+    lessons = lessons_of(args.seed, args.lessons, codes)
     root = args.state_dir or Path(tempfile.mkdtemp(prefix="reef-stream-"))
     console.print(
-        f"[bold]reef demo --stream[/] · {len(lessons)} lessons of {LESSON_CODES} invented codes each · "
+        f"[bold]reef demo --stream[/] · {len(lessons)} lessons of {codes} invented codes each · "
         f"arms {', '.join(args.arms)}"
     )
     runs: list[ArmRun] = []
@@ -281,6 +295,7 @@ def stream_result(runs: list[ArmRun], lessons: list[Lesson], args: argparse.Name
         },
         "settings": {
             **STREAM_SETTINGS,
+            **lesson_batch(lessons[0].codes),
             "rounds": args.rounds or STREAM_SETTINGS["rounds"],
             "learning_rate": args.learning_rate or STREAM_SETTINGS["learning_rate"],
             "epochs": args.epochs or STREAM_SETTINGS["epochs"],

@@ -100,6 +100,16 @@ def test_lessons_are_distinct_catalogues_with_their_own_held_out_splits() -> Non
     assert len(train) == 3 * stream.LESSON_CODES and train.isdisjoint(prompts[0])
 
 
+def test_smaller_lessons_make_smaller_splits_and_batches() -> None:
+    (lesson,) = stream.lessons_of(seed=0, count=2, codes=6)[:1]
+    assert (len(lesson.test), len(lesson.validation), lesson.to_json()["codes"]) == (12, 6, 6)
+    assert len({t.prompt for t in lesson.suite.generate("train", 100, lesson.seed)}) == 18
+    profile = stream.stream_profile("sft", 6)
+    assert profile.batch_size == profile.prompts_per_round == 18
+    args = build_parser().parse_args(["demo", "--stream", "--lesson-codes", "6"])
+    assert args.lesson_codes == 6 and build_parser().parse_args(["demo"]).lesson_codes == stream.LESSON_CODES
+
+
 class FakeServer:
     commands: list[list[str]] = []
     failing: frozenset[str] = frozenset()
@@ -181,7 +191,11 @@ def test_an_arm_whose_server_fails_is_reported_and_the_others_still_run(
     assert result["error"].startswith("sdft:")
 
 
-@pytest.mark.parametrize("argv", [["--arms", "plain,bogus"], ["--arms", "plain,plain"], ["--lessons", "1"]])
+@pytest.mark.parametrize(
+    "argv",
+    [["--arms", "plain,bogus"], ["--arms", "plain,plain"], ["--lessons", "1"], ["--lesson-codes", "3"],
+     ["--lesson-codes", "many"]],
+)  # fmt: skip
 def test_the_stream_options_refuse_what_they_cannot_run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         build_parser().parse_args(["demo", "--stream", *argv])
