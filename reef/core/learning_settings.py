@@ -30,8 +30,15 @@ class LearningSettings(Section):
         lt=1,
         description="The share of each step's training items that are earlier ones replayed, so a new lesson does "
         "not erase the ones before it (recipes that rehearse: `sft`); drawn from the records published steps "
-        "consumed, never consumed again. A replayed item trains once per step, its epochs sharing the replay out. "
-        "0: off, every batch is new items only.",
+        "consumed, never consumed again (trained `learning.rehearsal_passes` times a step). 0: off, every batch is "
+        "new items only.",
+    )
+    rehearsal_passes: int = Field(
+        2,
+        ge=1,
+        description="How many times a step trains each replayed item, its epochs sharing the passes out (at most "
+        "`training.epochs`, one pass an epoch). Each pass keeps earlier lessons better and costs a pass over the "
+        "replay.",
     )
     rehearsal_max_items: int = Field(
         512,

@@ -161,7 +161,8 @@ class Steps:
             commits=self.commits,
         )
         with tracing.span("reef.learner.train", recipe=self.recipe.name, trained_from=release_id_of(trained_from)):
-            candidate = await grow(self.recipe, with_replay(batch, replayed), parent_dir, ctx)
+            passes = self.rehearsal.passes_over(replayed, step) if self.rehearsal is not None else []
+            candidate = await grow(self.recipe, with_replay(batch, passes), parent_dir, ctx)
         if replayed:
             candidate = dataclasses.replace(
                 candidate, metrics={**candidate.metrics, "rehearsal_samples": len(replayed)}

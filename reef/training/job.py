@@ -40,8 +40,8 @@ StepLoss = Callable[[list[dict[str, Any]]], tuple[torch.Tensor, dict[str, Any]]]
 
 
 def run_training_job(job: TrainingJob, progress: Progress | None = None) -> TrainingResult:
-    """Train on `job.samples` for `epochs` × micro-batches, one optimizer step each, and on each of `job.replayed`
-    once (an epoch takes its share of them); save and return the adapter."""
+    """Train on `job.samples` for `epochs` × micro-batches, one optimizer step each, and on `job.replayed` once
+    (dealt out in order: each epoch takes the next contiguous share); save and return the adapter."""
     started = time.perf_counter()
     settings = job.training
     seed = settings.seed
@@ -71,10 +71,11 @@ def run_training_job(job: TrainingJob, progress: Progress | None = None) -> Trai
     tokens = 0
     first_gap: dict[str, Any] = {}
     model.train()
-    order.shuffle(replayed)
-    for epoch in range(settings.epochs):
-        # every new sample each epoch; the replayed ones shared out, each trained once in the job
-        passing = [*samples, *replayed[epoch :: settings.epochs]]
+    epochs = settings.epochs
+    for epoch in range(epochs):
+        # every new sample each epoch; the replayed ones dealt out in order, a contiguous share an epoch
+        share = replayed[epoch * len(replayed) // epochs : (epoch + 1) * len(replayed) // epochs]
+        passing = [*samples, *share]
         order.shuffle(passing)
         for first in range(0, len(passing), micro):
             chunk = passing[first : first + micro]

@@ -48,7 +48,7 @@ class TrainingJob:
     recipe_config: RecipeConfigValue
     output_dir: Path
     teacher: JobTeacher | None = None
-    # Earlier samples rehearsal replays: each is trained once per job, its epochs sharing them out.
+    # Earlier samples rehearsal replays, trained once in the job: each epoch takes the next contiguous share.
     replayed: list[dict[str, Any]] = dataclasses.field(default_factory=list)
 
 

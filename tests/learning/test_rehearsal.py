@@ -147,7 +147,23 @@ async def test_after_a_restart_the_replay_set_is_the_same(tmp_path):
     await teach(world, [Q[0], Q[1]])
 
     (job,) = world.backend.jobs
-    assert len(expected) == 2 and job.replayed == expected
+    assert len(expected) == 2 and sorted(job.replayed, key=str) == sorted(expected, key=str)
+
+
+async def test_each_replayed_sample_is_trained_the_configured_passes_at_most_once_an_epoch(tmp_path):
+    settings = rehearsing(make_settings(tmp_path), 0.5)
+    for passes, epochs, trained in ((2, 4, 2), (3, 2, 2), (1, 4, 1)):
+        learning = settings.learning.model_copy(update={"rehearsal_passes": passes})
+        training = settings.training.model_copy(update={"epochs": epochs})
+        world = await started(
+            open_world(tmp_path / f"{passes}-{epochs}", settings.model_copy(update={"learning": learning,
+                       "training": training}), ReplayableDemoRecipe)
+        )  # fmt: skip
+        first = await teach(world, Q[:2])
+        await teach(world, Q[2:])
+        replayed = [sample["record_id"] for sample in world.backend.jobs[1].replayed]
+        assert sorted(replayed) == sorted(trained * first["consumed_record_ids"])
+        assert world.backend.jobs[1].samples and len(replayed) == 2 * trained
 
 
 def test_sft_rehearses_and_on_policy_recipes_do_not(tmp_path):
