@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
@@ -57,11 +58,11 @@ def server(tmp_path_factory: pytest.TempPathFactory, gemma_gguf: Path) -> Iterat
         proc.stop()
 
 
-def _chat(client: httpx.Client, question: str, system: str | None = None) -> httpx.Response:
+def _chat(client: httpx.Client, question: str, system: str | None = None, max_tokens: int = 8) -> httpx.Response:
     messages = [{"role": "user", "content": question}]
     if system is not None:
         messages.insert(0, {"role": "system", "content": system})
-    body = {"model": "gemma", "max_tokens": 8, "temperature": 0, "messages": messages}
+    body = {"model": "gemma", "max_tokens": max_tokens, "temperature": 0, "messages": messages}
     response = client.post("/v1/chat/completions", headers=SCENARIO, json=body)
     assert response.status_code == 200, response.text
     return response
@@ -104,6 +105,20 @@ def test_gemma_answers_every_dialect_and_streams_on_transformers_forward(server:
         assert kinds[0] == "message_start" and "content_block_delta" in kinds and kinds[-1] == "message_stop"
     log = server.output()
     assert "gemma3_text" in log and "transformers' own forward" in log and "ships no chat template" in log
+
+
+def test_requests_that_join_and_leave_a_decoding_batch_get_what_each_gets_alone(server: ReefProcess) -> None:
+    asks = [("Hi.", 4), ("Name a colour.", 16), ("Write one sentence about the sea and its ships.", 10)]
+    with httpx.Client(base_url=server.url, timeout=120) as client:
+
+        def answer(ask: tuple[str, int], after_s: float = 0.0) -> str:
+            time.sleep(after_s)  # a later request joins the rows already decoding
+            return _chat(client, ask[0], max_tokens=ask[1]).json()["choices"][0]["message"]["content"]
+
+        alone = [answer(ask) for ask in asks]
+        with ThreadPoolExecutor(len(asks)) as pool:
+            together = list(pool.map(answer, asks, [0.0, 0.0, 0.3]))
+    assert together == alone
 
 
 def test_demonstrations_train_an_sft_release_of_gemma_that_then_serves(server: ReefProcess) -> None:
