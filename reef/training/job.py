@@ -199,7 +199,7 @@ def load_trainable_model(job: TrainingJob) -> tuple[Any, Any, str]:
             r=settings.lora_rank,
             lora_alpha=settings.lora_alpha,
             lora_dropout=settings.lora_dropout,
-            target_modules=list(settings.target_modules),
+            target_modules=list(settings.target_modules) or "all-linear",  # peft: every block linear, no head
             task_type="CAUSAL_LM",
         )
         model = get_peft_model(model, lora)

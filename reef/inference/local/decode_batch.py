@@ -134,7 +134,9 @@ class DecodeBatch(Batch):
             mask[row, width - len(prompt) :] = 1
         ids, mask = ids.to(device), mask.to(device)
         positions = (mask.cumsum(dim=1) - 1).clamp(min=0)
-        cache = DynamicCache(config=model.config)
+        # Every layer keeps its whole history, sliding-window ones included (the mask windows them): rows are padded,
+        # stacked and trimmed along the length, which a sliding layer's own count of tokens seen would not follow.
+        cache = DynamicCache()
         out = model(
             input_ids=ids,
             attention_mask=mask,

@@ -91,6 +91,20 @@ class LocalEngine(Engine):
             self.compact = llamacpp_forward(settings, model, device)
         else:  # `auto` on a model neither forward reproduces: the transformers forward, as the torch one would
             self.compact = compact_forward(model, device, settings.dtype)
+        if device == "cpu" and not supports(model):
+            log.warning(
+                "local model %s is a %s (%s), not a Llama: it runs on transformers' own forward, slower than the "
+                "compact and llama.cpp forwards, which reproduce Llama-family models only",
+                self.model_name,
+                getattr(model.config, "model_type", "?"),
+                type(model).__name__,
+            )
+        if not getattr(tokenizer, "chat_template", None):
+            log.warning(
+                "local model %s ships no chat template: prompts are a plain `Role:` transcript between its BOS "
+                "and EOS tokens (reef.inference.local.prompt.PLAIN_TEMPLATE)",
+                self.model_name,
+            )
         scheduler = Scheduler(
             self._adapters,
             pad_id=tokenizer.pad_token_id,

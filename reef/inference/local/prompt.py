@@ -2,6 +2,9 @@
 
 `render_prompt_ids` is shared with training: the SFT trainer must tokenize prompts exactly as the engine does,
 or the adapter learns a prompt format it never sees at serving time. `reply_ids` is shared the same way.
+
+A model whose files carry no chat template (a base model's GGUF often has none) is prompted with
+`PLAIN_TEMPLATE`, a role-labelled transcript built from the tokenizer's own BOS and EOS tokens.
 """
 
 from __future__ import annotations
@@ -11,6 +14,15 @@ from typing import Any
 
 from reef.core.errors import BadRequest
 from reef.inference.translate.content import text_of
+
+# For a model without a chat template: each turn as `Role:` and its text; an assistant turn ends with the
+# tokenizer's EOS, which `reply_ids` appends to a reply, so training and serving agree on where a reply ends.
+PLAIN_TEMPLATE = (
+    "{{ bos_token }}{% for message in messages %}"
+    "{{ message['role'] | capitalize + ':\\n' + message['content'] }}"
+    "{% if message['role'] == 'assistant' %}{{ eos_token }}{% endif %}{{ '\\n\\n' }}"
+    "{% endfor %}{% if add_generation_prompt %}{{ 'Assistant:\\n' }}{% endif %}"
+)
 
 
 def render_prompt_ids(
@@ -44,15 +56,34 @@ def render_prompt_text(
     *,
     field: str = "messages",
 ) -> str:
-    """The prompt as text (see `render_prompt_ids`)."""
-    kwargs: dict[str, Any] = {"tokenize": False, "add_generation_prompt": True}
+    """The prompt as text (see `render_prompt_ids`).
+
+    Where the template rejects a leading system message (templates without a system role), its text is folded
+    into the first user turn, as templates that have no system role but accept one do themselves."""
+    template = str(getattr(tokenizer, "chat_template", "") or "") or PLAIN_TEMPLATE
+    kwargs: dict[str, Any] = {"tokenize": False, "add_generation_prompt": True, "chat_template": template}
     if tools:
         kwargs["tools"] = tools
+    rendered = _template_messages(messages, "tool_calls" in template)
     try:
-        native_tool_calls = "tool_calls" in str(getattr(tokenizer, "chat_template", "") or "")
-        return str(tokenizer.apply_chat_template(_template_messages(messages, native_tool_calls), **kwargs))
+        return str(tokenizer.apply_chat_template(rendered, **kwargs))
     except Exception as exc:  # a template error is the request's fault (e.g. roles it does not accept)
+        folded = fold_system(rendered)
+        if folded is not rendered:
+            try:
+                return str(tokenizer.apply_chat_template(folded, **kwargs))
+            except Exception:
+                pass
         raise BadRequest(f"the model's chat template rejected the conversation: {exc}", field)
+
+
+def fold_system(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """`messages` with a leading system message's text put before the first user turn's (`messages` itself where
+    there is no leading system message followed by a user turn)."""
+    if len(messages) < 2 or messages[0]["role"] != "system" or messages[1]["role"] != "user":
+        return messages
+    system, user = messages[0]["content"], messages[1]["content"]
+    return [{**messages[1], "content": f"{system}\n\n{user}" if system else user}, *messages[2:]]
 
 
 def _template_messages(messages: list[dict[str, Any]], native_tool_calls: bool) -> list[dict[str, Any]]:

@@ -8,7 +8,7 @@ import torch
 from reef.core.errors import BadRequest
 from reef.inference.local import render_prompt_ids
 from reef.inference.local.detokenize import TextTracker
-from reef.inference.local.prompt import chat_messages
+from reef.inference.local.prompt import chat_messages, render_prompt_text
 from reef.inference.local.sampling import SamplingParams, pick_tokens, sampling_params
 
 
@@ -18,6 +18,37 @@ def test_the_prompt_is_the_models_own_chat_template_ending_with_the_assistant_tu
     text = tokenizer.decode(ids)
     assert text.startswith("<|im_start|>system") and "<|im_start|>user\nHi there<|im_end|>" in text
     assert text.endswith("<|im_start|>assistant\n")
+
+
+def _word_tokenizer(chat_template: str | None = None):
+    """A whitespace tokenizer with `<bos>`/`<eos>` and, optionally, a chat template: a model's files in miniature."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    words = ["<unk>", "<bos>", "<eos>", "hi", "rules"]
+    tokenizer = Tokenizer(models.WordLevel({word: i for i, word in enumerate(words)}, unk_token="<unk>"))
+    tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
+    fast = PreTrainedTokenizerFast(tokenizer_object=tokenizer, bos_token="<bos>", eos_token="<eos>", unk_token="<unk>")
+    fast.chat_template = chat_template
+    return fast
+
+
+def test_a_model_without_a_chat_template_is_prompted_with_a_role_transcript_between_its_own_bos_and_eos():
+    messages = [{"role": "system", "content": "rules"}, {"role": "user", "content": "hi"}]
+    messages += [{"role": "assistant", "content": "hi"}, {"role": "user", "content": "hi"}]
+    text = render_prompt_text(_word_tokenizer(), messages)
+    assert text == "<bos>System:\nrules\n\nUser:\nhi\n\nAssistant:\nhi<eos>\n\nUser:\nhi\n\nAssistant:\n"
+
+
+def test_a_template_without_a_system_role_gets_the_system_text_at_the_start_of_the_first_user_turn():
+    no_system = (
+        "{% for m in messages %}{% if m['role'] == 'system' %}{{ raise_exception('no system role') }}{% endif %}"
+        "[{{ m['role'] }}] {{ m['content'] }} {% endfor %}"
+    )
+    messages = [{"role": "system", "content": "rules"}, {"role": "user", "content": "hi"}]
+    assert render_prompt_text(_word_tokenizer(no_system), messages) == "[user] rules\n\nhi "
+    with pytest.raises(BadRequest, match="rejected the conversation"):
+        render_prompt_text(_word_tokenizer(no_system), [{"role": "system", "content": "rules"}])
 
 
 def test_a_harness_system_prompt_merges_into_the_clients_system_message_or_comes_first():
