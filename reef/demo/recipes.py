@@ -89,7 +89,7 @@ class RecipeProfile:
         return flags
 
 
-# One lesson has no earlier lesson for rehearsal to keep, and replaying would train each step on up to four times its
+# One lesson has no earlier lesson for rehearsal to keep, and replaying would train each step on up to 2.5 times its
 # samples: the one-lesson demos turn it off (the two-phase and stream demos keep `reef serve`'s defaults).
 ONE_LESSON_FLAGS = ("--learning.rehearsal-share", "0")
 

@@ -57,7 +57,7 @@ ARMS: dict[str, Arm] = {
         "guarded",
         "sft",
         (),
-        "sft as reef serve gives it: the retention guard (64 items) and rehearsal (a share of 0.75) on",
+        "sft as reef serve gives it: the retention guard (64 items) and rehearsal (a share of 0.75, two passes) on",
     ),
     "plain": Arm(
         "plain",
