@@ -147,7 +147,7 @@ def _generate(split: str, count: int, seed: int, codes: int) -> list[DemoTask]:
     return catalogue.generate(split, count, seed, codes)
 
 
-def lesson_batch(codes: int) -> dict[str, int]:
+def lesson_batch(codes: int) -> dict[str, Any]:
     """A round's prompts and the learner's batch for lessons of `codes` codes: every demonstration (three phrasings)."""
     return {"prompts_per_round": 3 * codes, "batch_size": 3 * codes}
 
