@@ -36,8 +36,9 @@ from reef.training.jobfile import TrainingJob, TrainingResult
 class Batch:
     """Training units a processor has made ready, with the ids of every record they consume.
 
-    `replayed` are earlier samples rehearsal adds to the step (`learning.rehearsal_share`): they consume no record,
-    and a weights recipe's job trains each of them once per step (`TrainingJob.replayed`).
+    `replayed` are earlier samples rehearsal adds to the step (`learning.rehearsal_share`), `rehearsal_passes` times
+    over, each pass in its own order: they consume no record, and a weights recipe's job trains every entry once,
+    dealt out to its epochs (`TrainingJob.replayed`).
     """
 
     batch_id: str
