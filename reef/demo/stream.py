@@ -98,7 +98,7 @@ def arms_flag(text: str) -> list[str]:
     return names
 
 
-# Every demonstration of a lesson in one batch (`lesson_batch`), four epochs a step, two steps a lesson: each fact
+# Every demonstration of a lesson in one batch (`stream_settings`), four epochs a step, two steps a lesson: each fact
 # is shown 24 times (three phrasings), as in the catalogue suite's settings, on a third of its facts.
 STREAM_SETTINGS: dict[str, Any] = {
     "micro_batch_size": 4,
@@ -147,14 +147,15 @@ def _generate(split: str, count: int, seed: int, codes: int) -> list[DemoTask]:
     return catalogue.generate(split, count, seed, codes)
 
 
-def lesson_batch(codes: int) -> dict[str, Any]:
-    """A round's prompts and the learner's batch for lessons of `codes` codes: every demonstration (three phrasings)."""
-    return {"prompts_per_round": 3 * codes, "batch_size": 3 * codes}
+def stream_settings(codes: int) -> dict[str, Any]:
+    """`STREAM_SETTINGS` for lessons of `codes` codes: a round's prompts and the learner's batch are every
+    demonstration of the lesson (three phrasings)."""
+    return {**STREAM_SETTINGS, "prompts_per_round": 3 * codes, "batch_size": 3 * codes}
 
 
 def stream_profile(recipe: str, codes: int = LESSON_CODES) -> RecipeProfile:
     """`recipe`'s demo profile with the stream's lesson-sized batches."""
-    return dataclasses.replace(PROFILES[recipe], **STREAM_SETTINGS, **lesson_batch(codes))
+    return dataclasses.replace(PROFILES[recipe], **stream_settings(codes))
 
 
 @dataclasses.dataclass
@@ -260,7 +261,7 @@ def run_stream_demo(args: argparse.Namespace) -> int:
         return 2
     unwind_on_sigterm()
     started = time.monotonic()
-    codes = getattr(args, "lesson_codes", LESSON_CODES)
+    codes = args.lesson_codes
     lessons = lessons_of(args.seed, args.lessons, codes)
     root = args.state_dir or Path(tempfile.mkdtemp(prefix="reef-stream-"))
     console.print(
@@ -294,8 +295,7 @@ def stream_result(runs: list[ArmRun], lessons: list[Lesson], args: argparse.Name
             "arms": {run.arm.name: run.to_json() for run in runs},
         },
         "settings": {
-            **STREAM_SETTINGS,
-            **lesson_batch(lessons[0].codes),
+            **stream_settings(lessons[0].codes),
             "rounds": args.rounds or STREAM_SETTINGS["rounds"],
             "learning_rate": args.learning_rate or STREAM_SETTINGS["learning_rate"],
             "epochs": args.epochs or STREAM_SETTINGS["epochs"],
