@@ -7,7 +7,7 @@ import logging
 import os
 import time
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import torch
 
@@ -67,13 +67,6 @@ class LocalEngine(Engine):
         started = time.perf_counter()
         self.model_dir = resolve_model_path(settings.model_path, settings.model_cache_dir)
         device = resolve_device(settings.device)
-        if device == "cpu" and settings.threads:
-            torch.set_num_threads(settings.threads)
-        elif device == "cpu" and "OMP_NUM_THREADS" not in os.environ:
-            # Matmul threads get every core but one, which stays with the asyncio loop (HTTP, recording): when
-            # intra-op threads outnumber free cores, torch's barriers stall and decoding slows several-fold.
-            # An explicit OMP_NUM_THREADS wins.
-            torch.set_num_threads(max(1, usable_cores() - 1))
         forward = resolve_forward(settings, device)
         if settings.dtype == "gguf" and forward != "llama.cpp":
             raise BadRequest(
@@ -87,7 +80,19 @@ class LocalEngine(Engine):
         eos_ids = _eos_ids(model, tokenizer)
         warm(tokenizer)
         self._adapters = AdapterSet(model, settings.max_resident_adapters)
-        if forward == "llama.cpp" and (settings.forward == "llama.cpp" or supports(model)):
+        on_llamacpp = forward == "llama.cpp" and (settings.forward == "llama.cpp" or supports(model))
+        if device == "cpu" and on_llamacpp:
+            # `inference.threads` are llama.cpp's. Torch only samples from a few rows of logits here, and its idle
+            # threads would spin on the cores llama.cpp's threads wait for each other on.
+            torch.set_num_threads(1)
+        elif device == "cpu" and settings.threads:
+            torch.set_num_threads(settings.threads)
+        elif device == "cpu" and "OMP_NUM_THREADS" not in os.environ:
+            # Matmul threads get every core but one, which stays with the asyncio loop (HTTP, recording): when
+            # intra-op threads outnumber free cores, torch's barriers stall and decoding slows several-fold.
+            # An explicit OMP_NUM_THREADS wins.
+            torch.set_num_threads(max(1, usable_cores() - 1))
+        if on_llamacpp:
             self.compact = llamacpp_forward(settings, model, device)
         else:  # `auto` on a model neither forward reproduces: the transformers forward, as the torch one would
             self.compact = compact_forward(model, device, settings.dtype)
@@ -112,6 +117,8 @@ class LocalEngine(Engine):
             max_batch_size=settings.max_batch_size,
             max_queue=settings.max_queue,
             compact=self.compact,
+            # llama.cpp's threads take every core unless told fewer (`llamacpp.default_threads`).
+            settle=on_llamacpp and (not settings.threads or settings.threads >= usable_cores()),
         )
         scheduler.start()
         self._vocab_size = int(model.config.vocab_size)
@@ -266,24 +273,12 @@ def llamacpp_forward(settings: InferenceSettings, model: Any, device: str) -> Sl
             source, settings.model_cache_dir, f".{dtype}.gguf", lambda out: llamacpp.convert(source, out, dtype)
         )
 
-    if dtype == "auto":
-        dtype = llamacpp_auto_dtype(amx)
-    if dtype == "measure":
+    if dtype == "auto":  # whichever weights serve fastest here, measured once (see `llamacpp_dtype`)
         from reef.inference.local import llamacpp_dtype
 
-        dtype = llamacpp_dtype.faster_dtype(source, settings.model_cache_dir, weights)
+        dtype = llamacpp_dtype.faster_dtype(source, settings.model_cache_dir, weights, amx)
     threads = settings.threads or llamacpp.default_threads()
-    return llamacpp.LlamaCppForward(weights(dtype), settings.max_batch_size, threads, amx=amx)
-
-
-def llamacpp_auto_dtype(amx: bool) -> Literal["gguf", "bfloat16", "measure"]:
-    """What `inference.dtype: auto` multiplies under the llama.cpp forward: the GGUF's own Q4_1 blocks where
-    llama.cpp's AMX kernels work here (`amx`), else bfloat16 where this CPU runs it natively (AVX-512 BF16), else
-    `measure`: float16 or float32, whichever serves a mixed load faster on this CPU, measured once
-    (`llamacpp_dtype.faster_dtype`). Q4_1 has no batched kernel there (docs/results/2026-12-05-engine-speed.md)."""
-    if amx:
-        return "gguf"
-    return "bfloat16" if bfloat16_supported() else "measure"
+    return llamacpp.LlamaCppForward(weights(dtype), settings.max_batch_size, threads, amx=amx and dtype == "gguf")
 
 
 def _display_name(model_path: str) -> str:

@@ -134,6 +134,7 @@ class LlamaCppForward:
     ) -> None:
         lib = self._lib = _bindings()
         lib.llama_backend_init()
+        self.weights = gguf  # the file whose weights it multiplies
         model_params = lib.llama_model_default_params()
         model_params.n_gpu_layers = 0
         # llama.cpp's "extra" buffer types repack quantized weights for its AMX kernels: only where

@@ -1,10 +1,11 @@
-"""Which de-quantized weights llama.cpp serves faster on this CPU (`faster_dtype`): measured once, not guessed.
+"""Which weights llama.cpp serves fastest on this CPU (`faster_dtype`): measured once over every candidate, not guessed.
 
-On a CPU with neither AMX nor native bfloat16 the choice is float16 or float32, and it goes either way: llama.cpp's
-AVX2 kernels convert float16 to float32 as they multiply, which halves the bytes a lone row reads but costs
-arithmetic that a batch of rows and a prompt's prefill pay on every weight. On a 2-core Zen 1 EPYC (128-bit FMA
-units) float32 prefilled prompts 1.8x faster and decoded 16 rows 1.4x faster, the lone row even
-(docs/results/2026-12-05-engine-speed.md).
+The candidates are the GGUF file's own quantized blocks (`gguf`, e.g. Q4_1, which llama.cpp multiplies against
+activations quantized to 8 bits, repacked for its AMX kernels where those work here), and the same weights
+de-quantized and stored as float16, float32 and, where the CPU multiplies it natively, bfloat16. No one of them wins
+everywhere: the quantized blocks read a quarter of float16's bytes, which is what one row's decode step waits on,
+but a batch of rows pays their de-quantization on every weight, and llama.cpp's CPU backend has no batched kernel for
+Q4_1 (docs/results/2026-12-05-engine-speed.md).
 """
 
 from __future__ import annotations
@@ -18,24 +19,33 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from reef.inference.local.llama import bfloat16_supported
 from reef.inference.local.llamacpp import LlamaCppForward, default_threads
 from reef.inference.local.llamacpp_amx import cpu_info, cpu_library
 from reef.inference.local.model_files import converted_once
 
 log = logging.getLogger(__name__)
 
-CANDIDATES = ("float16", "float32")
 PROMPTS, PROMPT_TOKENS, STEPS = 8, 40, 16  # the mixed load `faster_dtype` times
 
 
-def faster_dtype(gguf: Path, cache_dir: Path, weights: Callable[[str], Path]) -> str:
-    """Of `CANDIDATES`, the weights (`weights(dtype)`: their GGUF file, converted once) that serve a mixed load
-    faster here: `PROMPTS` prompts prefilled, `STEPS` decode steps of all those rows, then `STEPS` of one row; best of
-    two runs each. The answer is kept in `cache_dir`, once per build of the library, CPU model and model file."""
-    key = hashlib.sha256(f"{gguf.resolve()}:{gguf.stat().st_size}:{_cpu()}".encode()).hexdigest()[:12]
+def candidates() -> tuple[str, ...]:
+    """The `inference.dtype` values `faster_dtype` measures here."""
+    return ("gguf", "bfloat16", "float16", "float32") if bfloat16_supported() else ("gguf", "float16", "float32")
+
+
+def faster_dtype(gguf: Path, cache_dir: Path, weights: Callable[[str], Path], amx: bool = False) -> str:
+    """Of `candidates()`, the weights (`weights(dtype)`: their GGUF file, converted once) that serve a mixed load
+    fastest here; `amx`: the file's own blocks are multiplied by llama.cpp's AMX kernels. The load is as many tokens
+    decoded alone as in a batch: `PROMPTS` prompts prefilled, `STEPS` decode steps of all those rows, then
+    `STEPS * PROMPTS` of one row; best of two runs each. The answer is kept in `cache_dir`, once per build of the
+    library, CPU model, model file and set of candidates."""
+    options = candidates()
+    identity = f"{gguf.resolve()}:{gguf.stat().st_size}:{_cpu()}:{','.join(options)}:{amx}"
+    key = hashlib.sha256(identity.encode()).hexdigest()[:12]
 
     def measure(out: Path) -> None:
-        timings = {dtype: _mixed_load_s(weights(dtype)) for dtype in CANDIDATES}
+        timings = {dtype: _mixed_load_s(weights(dtype), amx and dtype == "gguf") for dtype in options}
         out.write_text(json.dumps({"cpu": _cpu(), "seconds": timings, "dtype": min(timings, key=timings.__getitem__)}))
 
     answer = json.loads(
@@ -50,10 +60,10 @@ def faster_dtype(gguf: Path, cache_dir: Path, weights: Callable[[str], Path]) ->
     return str(answer["dtype"])
 
 
-def _mixed_load_s(gguf: Path) -> float:
+def _mixed_load_s(gguf: Path, amx: bool) -> float:
     rng = random.Random(0)
     prompts = [[rng.randrange(1000, 40000) for _ in range(PROMPT_TOKENS)] for _ in range(PROMPTS)]
-    forward = LlamaCppForward(gguf, max_rows=PROMPTS, threads=default_threads())
+    forward = LlamaCppForward(gguf, max_rows=PROMPTS, threads=default_threads(), amx=amx)
     best = float("inf")
     try:
         for _ in range(2):
@@ -64,7 +74,7 @@ def _mixed_load_s(gguf: Path) -> float:
                 logits = forward.decode(cache, logits.argmax(-1), None)
             cache.keep([0])
             logits = logits[:1]
-            for _ in range(STEPS):
+            for _ in range(STEPS * PROMPTS):
                 logits = forward.decode(cache, logits.argmax(-1), None)
             forward.release(cache)
             best = min(best, time.perf_counter() - started)

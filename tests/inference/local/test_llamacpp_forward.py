@@ -28,8 +28,7 @@ from reef.inference.local import (
     prefixes,
     render_prompt_ids,
 )
-from reef.inference.local import engine as engine_module
-from reef.inference.local.engine import llamacpp_auto_dtype, resolve_forward
+from reef.inference.local.engine import resolve_forward
 from reef.inference.local.llama import LlamaForward, lora_of
 from reef.inference.local.model_files import converted_once, gguf_source
 
@@ -347,12 +346,11 @@ def test_auto_picks_llamacpp_for_a_gguf_model_on_a_cpu_and_torch_otherwise(local
     assert resolve_forward(builtin.model_copy(update={"forward": "torch"}), "cpu") == "torch"  # as asked
 
 
-def test_auto_dtype_under_llamacpp_follows_the_cpu(monkeypatch):
-    monkeypatch.setattr(engine_module, "bfloat16_supported", lambda: True)
-    assert llamacpp_auto_dtype(amx=True) == "gguf"  # the AMX kernels multiply the Q4_1 blocks themselves
-    assert llamacpp_auto_dtype(amx=False) == "bfloat16"  # AVX-512 BF16
-    monkeypatch.setattr(engine_module, "bfloat16_supported", lambda: False)
-    assert llamacpp_auto_dtype(amx=False) == "measure"  # AVX2 only: float16 or float32, measured here
+def test_every_weight_format_this_cpu_can_serve_is_a_candidate(monkeypatch):
+    monkeypatch.setattr(llamacpp_dtype, "bfloat16_supported", lambda: True)
+    assert llamacpp_dtype.candidates() == ("gguf", "bfloat16", "float16", "float32")  # AVX-512 BF16 or AMX
+    monkeypatch.setattr(llamacpp_dtype, "bfloat16_supported", lambda: False)
+    assert llamacpp_dtype.candidates() == ("gguf", "float16", "float32")  # the file's own blocks among them
 
 
 def test_the_faster_dtype_is_measured_once_and_kept_in_the_model_cache(tmp_path, monkeypatch):
@@ -364,21 +362,24 @@ def test_the_faster_dtype_is_measured_once_and_kept_in_the_model_cache(tmp_path,
         asked.append(dtype)
         return gguf  # the same weights twice: the test is the bookkeeping, not the race
 
-    timings = iter([2.0, 1.0])
-    monkeypatch.setattr(llamacpp_dtype, "_mixed_load_s", lambda path: next(timings))
-    assert llamacpp_dtype.faster_dtype(gguf, tmp_path, weights) == "float32"
-    assert asked == ["float16", "float32"]
-    assert llamacpp_dtype.faster_dtype(gguf, tmp_path, weights) == "float32"  # kept: measured once
-    assert asked == ["float16", "float32"]
+    monkeypatch.setattr(llamacpp_dtype, "bfloat16_supported", lambda: False)
+    timings = iter([3.0, 2.0, 1.0])
+    amx_asked: list[bool] = []
+    monkeypatch.setattr(llamacpp_dtype, "_mixed_load_s", lambda path, amx: amx_asked.append(amx) or next(timings))
+    assert llamacpp_dtype.faster_dtype(gguf, tmp_path, weights, amx=True) == "float32"
+    assert asked == ["gguf", "float16", "float32"]
+    assert amx_asked == [True, False, False]  # the AMX kernels multiply the file's own blocks only
+    assert llamacpp_dtype.faster_dtype(gguf, tmp_path, weights, amx=True) == "float32"  # kept: measured once
+    assert asked == ["gguf", "float16", "float32"]
     (kept,) = tmp_path.glob("*.dtype.json")
-    assert json.loads(kept.read_text())["seconds"] == {"float16": 2.0, "float32": 1.0}
+    assert json.loads(kept.read_text())["seconds"] == {"gguf": 3.0, "float16": 2.0, "float32": 1.0}
 
 
 def test_the_mixed_load_runs_on_the_real_weights(monkeypatch):
     gguf = gguf_source("smollm2")
     assert gguf is not None
     monkeypatch.setattr(llamacpp_dtype, "STEPS", 2)
-    assert 0 < llamacpp_dtype._mixed_load_s(gguf) < 600
+    assert 0 < llamacpp_dtype._mixed_load_s(gguf, amx=False) < 600
 
 
 async def test_the_engine_on_its_defaults_serves_smollm2_through_llamacpp(local_settings):
@@ -392,11 +393,14 @@ async def test_the_engine_on_its_defaults_serves_smollm2_through_llamacpp(local_
     assert "Paris" in text_of(completion)
     gguf = gguf_source("smollm2")
     assert gguf is not None
-    expected = {"gguf": {"llama.cpp-q4_1-amx"}, "bfloat16": {"llama.cpp-bf16"}}
-    expected["measure"] = {"llama.cpp-f16", "llama.cpp-f32"}  # whichever ran faster here (measured once)
+    # The weights the measurement kept in the model cache are the ones that served.
+    kept = max(local_settings.model_cache_dir.expanduser().glob(f"*.{gguf.stem}-*.dtype.json"), key=_modified)
+    served = {"gguf": "llama.cpp-q4_1", "bfloat16": "llama.cpp-bf16", "float16": "llama.cpp-f16"}
+    served["float32"] = "llama.cpp-f32"
     amx = llamacpp_amx.amx_usable(gguf, local_settings.model_cache_dir)
+    dtype = json.loads(kept.read_text())["dtype"]
     assert completion.training is not None
-    assert completion.training["precision"] in expected[llamacpp_auto_dtype(amx)]
+    assert completion.training["precision"] == served[dtype] + ("-amx" if amx and dtype == "gguf" else "")
 
 
 async def test_the_gguf_dtype_needs_the_llamacpp_forward_naming_the_field(local_settings):
@@ -418,3 +422,7 @@ async def test_the_engine_on_llamacpp_serves_bfloat16_weights_converted_into_the
     assert "Paris" in text_of(completion)
     assert completion.training is not None and completion.training["precision"] == "llama.cpp-bf16"
     assert list(local_settings.model_cache_dir.expanduser().glob("SmolLM2-135M-Instruct.Q4_1-*.bfloat16.gguf"))
+
+
+def _modified(path: Path) -> float:
+    return path.stat().st_mtime

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 
@@ -124,6 +126,21 @@ def test_unseeded_rows_draw_together_from_their_own_temperatures_and_never_pick_
     expected = torch.softmax(logits[0] / 2.0, dim=-1)
     assert (counts - expected).abs().max() < 0.12  # drawn at temperature 2 (±4 standard errors)
     assert all(c.logprob == pytest.approx(float(torch.log_softmax(logits[0], -1)[c.token_id])) for c in choices[:2])
+
+
+def test_a_seeded_row_draws_from_its_distribution_and_never_a_token_of_probability_zero():
+    # The last token is masked out (probability 0): a draw at the very top of the cumulative mass must not land on it.
+    logits = torch.tensor([[1.0, 0.0, 2.0, -math.inf]])
+    params = SamplingParams(4, temperature=1.0)
+    generator = torch.Generator().manual_seed(3)
+    picked = torch.tensor([pick_tokens(logits, [params], [generator], [()])[0].token_id for _ in range(600)])
+    counts = torch.bincount(picked, minlength=4).float() / 600
+    assert counts[3] == 0
+    assert (counts[:3] - torch.softmax(logits[0, :3], dim=-1)).abs().max() < 0.08  # ±4 standard errors
+    again = torch.Generator().manual_seed(3)
+    assert [pick_tokens(logits, [params], [again], [()])[0].token_id for _ in range(20)] == picked[:20].tolist()
+    top = torch.tensor([[0.0, -math.inf]])
+    assert all(pick_tokens(top, [params], [None], [()])[0].token_id == 0 for _ in range(50))
 
 
 @pytest.mark.model
