@@ -197,8 +197,9 @@ def measure_reference(
         *("--reef.port", str(port), "--reef.run-dir", str(state / "run")),
         *("--storage.agent-record-dir", str(state / "records")),
     ]
+    env = {name: value for name, value in os.environ.items() if name != "PYTHONPATH"}  # its own `reef`, not ours
     with open(state / "serve.log", "wb") as log:
-        process = subprocess.Popen([command, "serve", *flags], stdout=log, stderr=subprocess.STDOUT, cwd=state)
+        process = subprocess.Popen([command, "serve", *flags], stdout=log, stderr=subprocess.STDOUT, cwd=state, env=env)
     try:
         for _ in range(600):
             if process.poll() is not None:
