@@ -2,11 +2,15 @@
 
 Prints, for 16 concurrent connections and for one, non-streaming and streaming: req/s, p50 and p99 latency
 directly against the upstream and through Reef, and the added p50 latency. `--baseline-ref REF` measures that
-commit's build in the same run (before/after a change); `--tracing` measures this build with OpenTelemetry spans
-exported to a local OTLP receiver, and prints the cost per request. `--workers 1,2` measures `reef serve
---reef.workers N` for each N in the same run ('vs reef' is then the gain over one worker). Uses `wrk` (Debian
-package) as the load generator because a Python client would eat the CPU it measures.
-Run: `.venv/bin/python benchmarks/proxy.py [--duration-s 10] [--baseline-ref REF] [--tracing] [--workers 1,2]`.
+commit's build in the same run (before/after a change); `--reference PATH` measures another Reef installation
+(a virtual environment, or its `reef` command; made for the reference Reef 0.1.3, `pip install reef-infra==0.1.3`
+into a Python 3.12 venv) on the same upstream and prints how many times its req/s this build reaches; `--tracing`
+measures this build with OpenTelemetry spans exported to a local OTLP receiver, and prints the cost per request.
+`--workers 1,2` measures `reef serve --reef.workers N` for each N in the same run ('vs reef' is then the gain over
+one worker). Every row shows its req/s as a fraction of the upstream's own. Uses `wrk` (Debian package) as the
+load generator because a Python client would eat the CPU it measures.
+Run: `.venv/bin/python benchmarks/proxy.py [--duration-s 10] [--baseline-ref REF] [--reference PATH] [--tracing]
+[--workers 1,2]`.
 """
 
 from __future__ import annotations
@@ -137,6 +141,19 @@ class Variant:
     cwd: Path | None = None
 
 
+def run_loads(url: str, pid: int, loads: list[tuple[str, dict, int]], duration_s: int) -> list[dict[str, float]]:
+    """Each load against the server at `url` (process `pid`) once after a warm-up, with the cores its processes used."""
+    runs = []
+    for _mode, body, connections in loads:
+        warm_up = run_wrk(url + PATH, body, 2, connections)  # the scenario, the connections
+        processes = _process_tree(pid)  # every worker and the record writer
+        used, started = _cpu_seconds(processes), time.monotonic()
+        runs.append(run_wrk(url + PATH, body, duration_s, connections))
+        runs[-1]["cores"] = (_cpu_seconds(processes) - used) / (time.monotonic() - started)
+        runs[-1]["answered"] = warm_up["n"] + runs[-1]["n"]
+    return runs
+
+
 def measure(
     variant: Variant, upstream_port: int, loads: list[tuple[str, dict, int]], duration_s: int
 ) -> tuple[list[dict[str, float]], int]:
@@ -144,18 +161,12 @@ def measure(
     state = Path(tempfile.mkdtemp(prefix="reef-bench-"))
     upstream = ["--inference.upstream-url", f"http://127.0.0.1:{upstream_port}"]
     reef = ReefProcess(state, *upstream, *variant.flags, cwd=variant.cwd).start()
-    runs, answered = [], 0
     try:
-        for _mode, body, connections in loads:
-            answered += run_wrk(reef.url + PATH, body, 2, connections)["n"]  # warm-up: scenario, connections
-            assert reef.process is not None
-            processes = _process_tree(reef.process.pid)  # every worker and the record writer
-            used, started = _cpu_seconds(processes), time.monotonic()
-            runs.append(run_wrk(reef.url + PATH, body, duration_s, connections))
-            runs[-1]["cores"] = (_cpu_seconds(processes) - used) / (time.monotonic() - started)
-            answered += runs[-1]["n"]
+        assert reef.process is not None
+        runs = run_loads(reef.url, reef.process.pid, loads, duration_s)
     finally:
         reef.stop()
+    answered = int(sum(r["answered"] for r in runs))
     stored = _records_stored(state)
     shutil.rmtree(state, ignore_errors=True)
     # wrk counts the answers it read whole; a request cut by the end of a run may be recorded too (as incomplete).
@@ -163,11 +174,63 @@ def measure(
     return runs, stored
 
 
+def reference_command(path: str) -> str:
+    """The `reef` command of a reference installation: a virtual environment's `bin/reef`, or the command itself."""
+    candidate = Path(path)
+    if candidate.is_dir():
+        candidate = candidate / "bin" / "reef"
+    if not candidate.is_file():
+        raise SystemExit(f"--reference: no reef command at {candidate}")
+    return str(candidate)
+
+
+def measure_reference(
+    command: str, upstream_port: int, loads: list[tuple[str, dict, int]], duration_s: int
+) -> list[dict[str, float]]:
+    """The reference Reef (0.1.3's `reef serve` flags: record-only recipe in front of the upstream, SQLite records
+    under its own state) on the same upstream and loads."""
+    state = Path(tempfile.mkdtemp(prefix="reef-reference-"))
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    flags = [
+        *("--inference.upstream-url", f"http://127.0.0.1:{upstream_port}", "--inference.upstream-model", "m"),
+        *("--reef.port", str(port), "--reef.run-dir", str(state / "run")),
+        *("--storage.agent-record-dir", str(state / "records")),
+    ]
+    env = {name: value for name, value in os.environ.items() if name != "PYTHONPATH"}  # its own `reef`, not ours
+    with open(state / "serve.log", "wb") as log:
+        process = subprocess.Popen([command, "serve", *flags], stdout=log, stderr=subprocess.STDOUT, cwd=state, env=env)
+    try:
+        for _ in range(600):
+            if process.poll() is not None:
+                raise RuntimeError(f"the reference exited with {process.returncode}: see {state / 'serve.log'}")
+            with contextlib.suppress(httpx.HTTPError):
+                if httpx.get(url + "/healthz", timeout=1).status_code == 200:
+                    break
+            time.sleep(0.1)
+        else:
+            raise RuntimeError(f"the reference did not become healthy: see {state / 'serve.log'}")
+        runs = run_loads(url, process.pid, loads, duration_s)
+    finally:
+        process.terminate()  # it stops the stack it started
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+    shutil.rmtree(state, ignore_errors=True)
+    print(f"reference: answered {int(sum(r['answered'] for r in runs))}", file=sys.stderr)
+    return runs
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--duration-s", type=int, default=10)
     parser.add_argument("--connections", type=int, default=16)
     parser.add_argument("--baseline-ref", help="also measure this git ref's build (e.g. a commit before a change)")
+    parser.add_argument(
+        "--reference", help="also measure this Reef installation (a venv, or its reef command), e.g. Reef 0.1.3"
+    )
     parser.add_argument("--tracing", action="store_true", help="also measure with OpenTelemetry spans exported")
     parser.add_argument("--workers", default="1", help="--reef.workers counts to measure, e.g. 1,2 (1 always is)")
     args = parser.parse_args()
@@ -179,6 +242,7 @@ def main() -> int:
     if worker_counts[0] < 1:
         print("--workers: every count must be at least 1", file=sys.stderr)
         return 2
+    reference = reference_command(args.reference) if args.reference else None
     if not shutil.which("wrk"):
         print("wrk is required: apt-get install wrk", file=sys.stderr)
         return 2
@@ -209,11 +273,13 @@ def main() -> int:
             ]
             for variant in variants:
                 results[variant.name] = measure(variant, upstream_port, loads, args.duration_s)[0]
+            if reference is not None:
+                results["reference"] = measure_reference(reference, upstream_port, loads, args.duration_s)
         finally:
             upstream.terminate()
     print(f"\n{args.duration_s} s per run; Reef records every request durably (SQLite, fsync'd group commits)")
-    print(f"{'mode':<15}{'conns':>6}  {'server':<16}{'req/s':>10}{'vs reef':>9}{'p50 ms':>9}{'p99 ms':>9}"
-          f"{'+p50 ms':>9}{'non-2xx':>9}{'cores':>7}")  # fmt: skip
+    print(f"{'mode':<15}{'conns':>6}  {'server':<16}{'req/s':>10}{'of up':>7}{'vs reef':>9}{'p50 ms':>9}"
+          f"{'p99 ms':>9}{'+p50 ms':>9}{'non-2xx':>9}{'cores':>7}")  # fmt: skip
     for index, (mode, _body, connections) in enumerate(loads):
         direct, ours = results["upstream"][index], results["reef"][index]
         for name, runs in results.items():
@@ -222,9 +288,12 @@ def main() -> int:
             added = "" if name == "upstream" else f"{r['p50_ms'] - direct['p50_ms']:.2f}"
             cores = f"{r['cores']:.2f}" if "cores" in r else ""
             print(
-                f"{mode:<15}{connections:>6}  {name:<16}{r['rps']:>10.0f}{ratio:>9}{r['p50_ms']:>9.2f}"
-                f"{r['p99_ms']:>9.2f}{added:>9}{r['non_2xx']:>9}{cores:>7}"
+                f"{mode:<15}{connections:>6}  {name:<16}{r['rps']:>10.0f}{r['rps'] / direct['rps']:>7.0%}{ratio:>9}"
+                f"{r['p50_ms']:>9.2f}{r['p99_ms']:>9.2f}{added:>9}{r['non_2xx']:>9}{cores:>7}"
             )
+        if "reference" in results:
+            times = ours["rps"] / results["reference"][index]["rps"]
+            print(f"{mode:<15}{connections:>6}  {'reef/reference':<16}{times:>9.1f}× the reference's req/s")
         if "reef+tracing" in results and connections == 1:
             # One connection, closed loop: the extra time per request is the difference of the mean latencies.
             traced = results["reef+tracing"][index]
@@ -232,7 +301,8 @@ def main() -> int:
             print(f"{mode:<15}{connections:>6}  {'tracing cost':<16}{cost_us:>9.0f} µs per request (1 / req/s)")
     # With N closed-loop clients every request waits for the others' turns: p50 ≈ N / throughput (Little's law).
     print("at 16 connections the p50 is mostly queueing (≈ connections / req/s); 1 connection shows the hop itself")
-    print("'vs reef': req/s over this build's (one worker, no tracing) in this run; '+p50': over the upstream alone")
+    print("'of up': req/s as a fraction of the upstream alone's; 'vs reef': req/s over this build's (one worker, no")
+    print("tracing) in this run; '+p50': over the upstream alone; 'reference': the installation --reference names")
     print(
         f"'cores': CPU-seconds per second used by Reef's processes (workers + record writer) during the run; "
         f"{os.cpu_count()} cores here, load average now {os.getloadavg()[0]:.1f}"

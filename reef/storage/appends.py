@@ -35,6 +35,10 @@ class AppendWork:
     minted: Sequence[bool]
     cited: Sequence[tuple[str, str, tuple[str, ...]]] = ()
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Works cross to the writer process by pickle: a constructor call unpickles faster than slots' setstate.
+        return (AppendWork, (self.rows, self.minted, self.cited))
+
     @classmethod
     def of(cls, records: Sequence[Record]) -> AppendWork:
         return cls(
@@ -56,8 +60,19 @@ def key_of(row: dict[str, Any]) -> Key:
 
 def stored_as(records: Sequence[Record], work: AppendWork, outcome: list[Stored]) -> list[Record]:
     """The caller's records as stored, from the writer's outcome for its work."""
+    # Built field by field: `dataclasses.replace` inspects the class on every call (the hot path stores one a request).
     return [
-        dataclasses.replace(record, sequence=item, body_bytes=row["body_bytes"], consumed_step=None)
+        Record(
+            record.agent_record_id,
+            record.scenario,
+            record.request_type,
+            record.payload,
+            record.content_hash,
+            record.created_at,
+            item,
+            None,
+            row["body_bytes"],
+        )
         if isinstance(item, int)
         else item
         for record, row, item in zip(records, work.rows, outcome, strict=True)
@@ -74,6 +89,13 @@ _SELECT_BY_IDS = sa.select(records).where(
     records.c.scenario == sa.bindparam("scenario"), records.c.agent_record_id.in_(sa.bindparam("ids", expanding=True))
 )
 _INSERT = records.insert()
+# SQLite's insert as its driver takes it (positional parameters): the writer skips SQLAlchemy's per-row parameter
+# processing, which cost more than the insert itself. `_INSERT_ORDER` is the parameters' order.
+_SQLITE_INSERT = _INSERT.compile(
+    dialect=sqlite.dialect(paramstyle="qmark"), column_keys=[c.name for c in records.columns]
+)
+_SQLITE_INSERT_SQL = str(_SQLITE_INSERT)
+_INSERT_ORDER = tuple(_SQLITE_INSERT.positiontup or ())
 
 
 def _reserve_statement(insert: Any) -> Any:
@@ -85,6 +107,9 @@ def _reserve_statement(insert: Any) -> Any:
 
 
 _RESERVE = {"postgresql": _reserve_statement(postgresql.insert), "sqlite": _reserve_statement(sqlite.insert)}
+_SQLITE_RESERVE = _RESERVE["sqlite"].compile(dialect=sqlite.dialect(paramstyle="qmark"))
+_SQLITE_RESERVE_SQL = str(_SQLITE_RESERVE)
+_RESERVE_ORDER = tuple(_SQLITE_RESERVE.positiontup or ())
 
 
 def stored_records(conn: sa.Connection, scenario: str, ids: Sequence[str]) -> dict[str, Record]:
@@ -132,7 +157,10 @@ def commit_appends(conn: sa.Connection, works: Sequence[AppendWork], thorough: b
     new = [row for plan in plans if not isinstance(plan, Conflict) for row in plan]
     _assign_sequences(conn, new)
     if new:
-        conn.execute(_INSERT, new)
+        if conn.dialect.name == "sqlite":
+            conn.exec_driver_sql(_SQLITE_INSERT_SQL, [tuple(row[key] for key in _INSERT_ORDER) for row in new])
+        else:
+            conn.execute(_INSERT, new)
         cited = [
             c for work, plan in zip(works, plans, strict=True) if not isinstance(plan, Conflict) for c in work.cited
         ]
@@ -200,4 +228,8 @@ def _assign_sequences(conn: sa.Connection, new: list[dict[str, Any]]) -> None:
 
 def _reserve(conn: sa.Connection, scenario: str, n: int) -> int:
     """Advance the scenario's counter by `n`; returns the last sequence reserved."""
+    if conn.dialect.name == "sqlite":
+        values = {"scenario": scenario, "n": n}
+        found = conn.exec_driver_sql(_SQLITE_RESERVE_SQL, tuple(values[key] for key in _RESERVE_ORDER))
+        return int(found.scalar_one())
     return int(conn.execute(_RESERVE[conn.dialect.name], {"scenario": scenario, "n": n}).scalar_one())

@@ -150,6 +150,13 @@ class GroupCommitWriter:
         return self._live().call(next(self._ids), kind, work)
 
     def _channel_of(self, loop: asyncio.AbstractEventLoop) -> _LoopChannel:
+        # A loop's open channel is the common case: no liveness check (a wait on the child and a lock) per append.
+        # A writer that dies closes the channel, and the next call then checks and restarts it.
+        process = self._process
+        if process is not None and not self._closed:
+            channel = process.channels.get(loop)
+            if channel is not None and not channel.lost:
+                return channel
         process = self._live()
         channel = process.channels.get(loop)
         if channel is None or channel.lost:
