@@ -63,15 +63,15 @@ def stored_as(records: Sequence[Record], work: AppendWork, outcome: list[Stored]
     # Built field by field: `dataclasses.replace` inspects the class on every call (the hot path stores one a request).
     return [
         Record(
-            record.agent_record_id,
-            record.scenario,
-            record.request_type,
-            record.payload,
-            record.content_hash,
-            record.created_at,
-            item,
-            None,
-            row["body_bytes"],
+            agent_record_id=record.agent_record_id,
+            scenario=record.scenario,
+            request_type=record.request_type,
+            payload=record.payload,
+            content_hash=record.content_hash,
+            created_at=record.created_at,
+            sequence=item,
+            consumed_step=None,
+            body_bytes=row["body_bytes"],
         )
         if isinstance(item, int)
         else item
