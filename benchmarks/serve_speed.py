@@ -12,12 +12,15 @@ then plain transformers `generate` on the same threads, and what `--inference.dt
 Each rate is the best of `--repeats` runs. Reef and the anchor use every core (`--threads`).
 
     python benchmarks/serve_speed.py [--dtypes gguf,float16,float32] [--new-tokens 128] [--repeats 3]
+                                     [--baseline-ref REF]   # also serve each dtype from that commit's build
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import dataclasses
 import json
 import platform
 import re
@@ -31,11 +34,13 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from proxy import checkout  # noqa: E402 - benchmarks/proxy.py, beside this script
+
 from reef.core.settings import InferenceSettings  # noqa: E402
 from reef.inference.local import llamacpp, load_base_model, render_prompt_ids  # noqa: E402
 from reef.inference.local.engine import llamacpp_forward  # noqa: E402
 from reef.inference.local.llamacpp_amx import cpu_info  # noqa: E402
-from reef.inference.local.model_files import gguf_source, resolve_model_path  # noqa: E402
+from reef.inference.local.model_files import resolve_model_path  # noqa: E402
 from tests.fakes.reef_process import ReefProcess  # noqa: E402
 
 QUESTIONS = [
@@ -170,14 +175,34 @@ def plain_generate(model_dir: Path, prompt: list[int], new_tokens: int, threads:
     return (out.shape[1] - len(prompt)) / (time.perf_counter() - started)
 
 
+def serve(flags: list[str], model_dir: Path, new_tokens: int, repeats: int, cwd: Path | None = None) -> Rates:
+    """One `reef serve` (this build, or the checkout `cwd`) with `flags`: its rates and its log-prob gap."""
+    with tempfile.TemporaryDirectory(prefix="reef-serve-speed-") as state:
+        reef = ReefProcess(Path(state), *flags, cwd=cwd).start(timeout_s=600)  # `-m reef` from `cwd`: its build
+        try:
+            one = asyncio.run(through_http(reef.url, 1, new_tokens, repeats))
+            eight = asyncio.run(through_http(reef.url, 8, new_tokens, repeats))
+            return Rates(one, eight, recorded_gap(reef.url, model_dir))
+        finally:
+            reef.stop()
+
+
+@dataclasses.dataclass
+class Rates:
+    one: float
+    eight: float
+    gap: float
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="smollm2")
     parser.add_argument("--dtypes", default="gguf,float16,float32")
     parser.add_argument("--new-tokens", type=int, default=128)
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--threads", type=int, default=0, help="0: every core (llama.cpp's default in Reef)")
+    parser.add_argument("--threads", type=int, default=0, help="Reef's and the loop's threads; 0: Reef's default")
     parser.add_argument("--cache-dir", type=Path, default=Path("~/.cache/reef/models").expanduser())
+    parser.add_argument("--baseline-ref", help="also serve each dtype from this git ref's build (before/after)")
     args = parser.parse_args()
     if not llamacpp.available():
         print("llama-cpp-python is required: make setup-llamacpp", file=sys.stderr)
@@ -186,49 +211,43 @@ def main() -> int:
     settings = InferenceSettings(
         backend="local", model_path=args.model, model_cache_dir=args.cache_dir, device="cpu", threads=threads
     )
-    shipped = gguf_source(args.model)
-    assert shipped is not None, f"{args.model} is not a GGUF model"
     model_dir = resolve_model_path(args.model, args.cache_dir)
     model, tokenizer = load_base_model(model_dir, "cpu", "float32")
     prompt = render_prompt_ids(tokenizer, body(0, args.new_tokens)["messages"])
-    rows: list[tuple[str, str, str, str, str, str]] = []
+    flags = ["--inference.model-path", args.model, "--inference.model-cache-dir", str(args.cache_dir)]
+    flags += ["--inference.threads", str(args.threads)] if args.threads else []
+    rows: list[tuple[str, ...]] = []
     anchor = 0.0
-    for dtype in args.dtypes.split(","):
-        forward = llamacpp_forward(settings.model_copy(update={"dtype": dtype}), model, "cpu")
-        weights, precision = forward.weights, forward.precision
-        forward.close()
-        loop = llamacpp_loop(weights, prompt, args.new_tokens, threads, args.repeats)
-        anchor = anchor or (loop if dtype == "gguf" else 0.0)
-        with tempfile.TemporaryDirectory(prefix="reef-serve-speed-") as state:
-            flags = ["--inference.model-path", args.model, "--inference.dtype", dtype]
-            flags += ["--inference.threads", str(threads), "--inference.model-cache-dir", str(args.cache_dir)]
-            reef = ReefProcess(Path(state), *flags).start(timeout_s=600)
-            try:
-                one = asyncio.run(through_http(reef.url, 1, args.new_tokens, args.repeats))
-                eight = asyncio.run(through_http(reef.url, 8, args.new_tokens, args.repeats))
-                gap = recorded_gap(reef.url, model_dir)
-            finally:
-                reef.stop()
-        rows.append(
-            (
-                f"{dtype} ({precision})",
-                f"{loop:.1f}",
-                f"{one:.1f}" + (f" ({one / anchor:.2f}x)" if anchor else ""),
-                f"{eight:.1f} ({eight / one:.2f}x)",
-                f"{gap:.4f}",
-                "",
-            )
-        )
+    with contextlib.ExitStack() as stack:
+        baseline = stack.enter_context(checkout(args.baseline_ref)) if args.baseline_ref else None
+        for dtype in args.dtypes.split(","):
+            forward = llamacpp_forward(settings.model_copy(update={"dtype": dtype}), model, "cpu")
+            weights, precision = forward.weights, forward.precision
+            forward.close()
+            loop = llamacpp_loop(weights, prompt, args.new_tokens, threads, args.repeats)
+            anchor = anchor or (loop if dtype == "gguf" else 0.0)
+            builds = {"reef": None, f"@{args.baseline_ref}": baseline} if baseline else {"reef": None}
+            for build, cwd in builds.items():
+                rates = serve([*flags, "--inference.dtype", dtype], model_dir, args.new_tokens, args.repeats, cwd)
+                rows.append(
+                    (
+                        f"{dtype} ({precision})",
+                        build,
+                        f"{loop:.1f}",
+                        f"{rates.one:.1f}" + (f" ({rates.one / anchor:.2f}x)" if anchor else ""),
+                        f"{rates.eight:.1f} ({rates.eight / rates.one:.2f}x)",
+                        f"{rates.gap:.4f}",
+                    )
+                )
     plain = plain_generate(model_dir, prompt, args.new_tokens, threads)
     info = cpu_info() or {}
     flags_here = sorted(f for f in (info.get("flags") or "").split() if f.startswith(("avx", "amx", "f16c", "fma")))
     print(f"\nCPU: {info.get('model name', platform.processor())}, {threads} threads; flags: {' '.join(flags_here)}")
     print(f"{args.new_tokens} new tokens a request, best of {args.repeats}; tok/s")
-    header = ("weights", "llama.cpp loop", "reef 1 request (vs loop on gguf)", "reef 8 concurrent (vs 1)", "|Δ logp|")
-    widths = [max(len(header[i]), *(len(row[i]) for row in rows)) for i in range(5)]
-    print("  ".join(f"{h:<{w}}" for h, w in zip(header, widths, strict=True)))
-    for row in rows:
-        print("  ".join(f"{c:<{w}}" for c, w in zip(row[:5], widths, strict=True)))
+    header = ("weights", "build", "llama.cpp loop", "1 request (vs loop on gguf)", "8 concurrent (vs 1)", "|Δ logp|")
+    widths = [max(len(header[i]), *(len(row[i]) for row in rows)) for i in range(len(header))]
+    for row in (header, *rows):
+        print("  ".join(f"{c:<{w}}" for c, w in zip(row, widths, strict=True)))
     print(f"plain transformers generate: {plain:.1f} tok/s")
     print("|Δ logp|: mean |recorded − float32 recomputed| log-prob of 4 sampled 64-token answers")
     return 0
