@@ -34,6 +34,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from local_engine import QUESTIONS, plain_generate  # noqa: E402 - benchmarks/local_engine.py, beside this script
 from proxy import checkout  # noqa: E402 - benchmarks/proxy.py, beside this script
 
 from reef.core.settings import InferenceSettings  # noqa: E402
@@ -42,17 +43,6 @@ from reef.inference.local.engine import llamacpp_forward  # noqa: E402
 from reef.inference.local.llamacpp_amx import cpu_info  # noqa: E402
 from reef.inference.local.model_files import resolve_model_path  # noqa: E402
 from tests.fakes.reef_process import ReefProcess  # noqa: E402
-
-QUESTIONS = [
-    "Describe the sea.",
-    "Explain how rain forms.",
-    "Write about mountains.",
-    "Tell a story about a cat.",
-    "Describe a city at night.",
-    "Explain photosynthesis.",
-    "Write about the moon.",
-    "Describe a forest walk.",
-]
 
 
 def body(index: int, new_tokens: int, **extra: object) -> dict:
@@ -160,21 +150,6 @@ def recorded_gap(url: str, model_dir: Path) -> float:
     return float(torch.cat(deltas).abs().mean())
 
 
-def plain_generate(model_dir: Path, prompt: list[int], new_tokens: int, threads: int) -> float:
-    torch.set_num_threads(threads)
-    model, tokenizer = load_base_model(model_dir, "cpu", "auto")
-    with torch.inference_mode():
-        started = time.perf_counter()
-        out = model.generate(
-            torch.tensor([prompt]),
-            max_new_tokens=new_tokens,
-            min_new_tokens=new_tokens,
-            do_sample=False,
-            pad_token_id=tokenizer.pad_token_id,
-        )
-    return (out.shape[1] - len(prompt)) / (time.perf_counter() - started)
-
-
 def serve(flags: list[str], model_dir: Path, new_tokens: int, repeats: int, cwd: Path | None = None) -> Rates:
     """One `reef serve` (this build, or the checkout `cwd`) with `flags`: its rates and its log-prob gap."""
     with tempfile.TemporaryDirectory(prefix="reef-serve-speed-") as state:
@@ -239,7 +214,8 @@ def main() -> int:
                         f"{rates.gap:.4f}",
                     )
                 )
-    plain = plain_generate(model_dir, prompt, args.new_tokens, threads)
+    torch.set_num_threads(threads)
+    plain = plain_generate(model_dir, 1, args.new_tokens)  # the same first question
     info = cpu_info() or {}
     flags_here = sorted(f for f in (info.get("flags") or "").split() if f.startswith(("avx", "amx", "f16c", "fma")))
     print(f"\nCPU: {info.get('model name', platform.processor())}, {threads} threads; flags: {' '.join(flags_here)}")

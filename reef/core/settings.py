@@ -151,7 +151,9 @@ class InferenceSettings(Section):
     dtype: Literal["auto", "float32", "bfloat16", "float16", "gguf"] = Field(
         "auto",
         description="The local engine's weights and matmuls; `gguf`: a GGUF file's own quantized weights "
-        "(llama.cpp forward only).",
+        "(llama.cpp forward only); `auto`: under llama.cpp, whichever of `gguf`, `bfloat16` (where native), "
+        "`float16` and `float32` serves fastest here (measured once, kept in the model cache), else bfloat16 where "
+        "the CPU runs it natively, else float32.",
     )
     forward: Literal["auto", "torch", "llama.cpp"] = Field(
         "auto",

@@ -117,8 +117,6 @@ class LocalEngine(Engine):
             max_batch_size=settings.max_batch_size,
             max_queue=settings.max_queue,
             compact=self.compact,
-            # llama.cpp's threads take every core unless told fewer (`llamacpp.default_threads`).
-            settle=on_llamacpp and (not settings.threads or settings.threads >= usable_cores()),
         )
         scheduler.start()
         self._vocab_size = int(model.config.vocab_size)

@@ -90,7 +90,6 @@ def submit(setup: RequestSetup, dialect: Dialect, body: dict[str, Any], ctx: Req
         params=params,
         binding=binding,
         emit=emit,
-        loop=loop,
         tracker=TextTracker(setup.tokenizer, params.stop),
         generator=None if params.seed is None else torch.Generator().manual_seed(params.seed),
         constraint=None if params.grammar is None else Constraint(setup.tokenizer, params.grammar),

@@ -8,13 +8,11 @@ to the asyncio side through `Sequence.emit`, which must be thread-safe and must 
 
 from __future__ import annotations
 
-import asyncio
 import collections
 import concurrent.futures
 import dataclasses
 import logging
 import threading
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -28,11 +26,6 @@ from reef.inference.local.sampling import Choice, SamplingParams, pick_tokens
 from reef.inference.local.structured import Constraint
 
 log = logging.getLogger(__name__)
-
-# How long a forward waits at most for the event loops to take the tokens emitted before it (`Scheduler._settle`).
-SETTLE_S = 0.005
-# Callback hops the loop makes before it says it took them: one runs the queue puts, the next the woken streams.
-SETTLE_HOPS = 3
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -67,7 +60,6 @@ class Sequence:
     binding: Binding
     emit: Callable[[Event], None]
     tracker: TextTracker
-    loop: asyncio.AbstractEventLoop | None = None  # where `emit` delivers, for `Scheduler._settle`
     generator: torch.Generator | None = None
     completion_ids: list[int] = dataclasses.field(default_factory=list)
     logprobs: list[float] = dataclasses.field(default_factory=list)
@@ -87,7 +79,6 @@ class Scheduler:
         max_batch_size: int,
         max_queue: int,
         compact: SlotForward | None = None,
-        settle: bool = False,
     ) -> None:
         self._adapters = adapters
         self._compact = compact  # the compact (or llama.cpp) forward, for the model and adapters it reproduces
@@ -99,8 +90,6 @@ class Scheduler:
         self._waiting: collections.deque[Sequence] = collections.deque()
         self._calls: collections.deque[tuple[Callable[[], Any], concurrent.futures.Future[Any]]] = collections.deque()
         self._groups: dict[str | None, Batch] = {}
-        self._settles = settle  # the forward's threads take every core: see `_settle`
-        self._emitted_to: set[asyncio.AbstractEventLoop] = set()  # loops given events since the last forward
         self._stopping = False
         self._thread = threading.Thread(target=self._run, name="reef-local-engine", daemon=True)
 
@@ -199,7 +188,6 @@ class Scheduler:
             by_adapter.setdefault(binding.adapter_name, []).append(sequence)
         for name, sequences in by_adapter.items():
             group = self._groups.get(name) or self._new_batch(name)
-            self._settle()
             try:
                 logits = group.add(sequences)
             except Exception as exc:
@@ -223,7 +211,6 @@ class Scheduler:
         return DecodeBatch(self._adapters, name, self._pad_id)
 
     def _step(self, name: str | None, group: Batch) -> None:
-        self._settle()
         try:
             logits = group.decode()
         except Exception as exc:
@@ -278,27 +265,7 @@ class Scheduler:
         if reason is not None:
             text += sequence.tracker.flush()
         sequence.emit(Delta(text, choice))
-        if self._settles and sequence.loop is not None:
-            self._emitted_to.add(sequence.loop)
         return reason
-
-    def _settle(self) -> None:
-        """Wait (at most `SETTLE_S`) until the loops given tokens since the last forward have passed them on.
-
-        The forward's threads take every core; a loop that wakes during it (to send a token to its client) stalls
-        all of them at their next barrier. Letting it finish first costs less than sharing the cores with it."""
-        loops, self._emitted_to = self._emitted_to, set()
-        waits = []
-        for loop in loops:
-            taken = threading.Event()
-            try:
-                loop.call_soon_threadsafe(_after_hops, loop, SETTLE_HOPS, taken.set)
-            except RuntimeError:  # the loop is closed
-                continue
-            waits.append(taken)
-        deadline = time.monotonic() + SETTLE_S
-        for taken in waits:
-            taken.wait(max(0.0, deadline - time.monotonic()))
 
     def _fail_all(self, message: str) -> None:
         for group in self._groups.values():
@@ -312,11 +279,3 @@ class Scheduler:
             sequence.emit(Failed(message))
         for _, future in calls:
             future.set_exception(RuntimeError(message))
-
-
-def _after_hops(loop: asyncio.AbstractEventLoop, hops: int, then: Callable[[], None]) -> None:
-    """Call `then` on `loop` after `hops` more rounds of its ready callbacks."""
-    if hops <= 0:
-        then()
-    else:
-        loop.call_soon(_after_hops, loop, hops - 1, then)
