@@ -141,7 +141,7 @@ def pick_tokens(
                 logits[row].masked_fill_(~mask, -math.inf)
     # numpy's argmax over a CPU row of 49,152 logits takes a seventh of torch's time.
     chosen = (logits.numpy().argmax(axis=-1) if logits.device.type == "cpu" else torch.argmax(logits, dim=-1)).tolist()
-    # Rows with no seed and no top_p draw together (one softmax and one multinomial for all of them); a seeded row
+    # Rows with no seed and no top_p draw together (one softmax and one draw for all of them); a seeded row
     # draws from its own generator and a top_p row from its own nucleus.
     together = [r for r, p in enumerate(params) if not p.greedy and p.top_p >= 1.0 and generators[r] is None]
     if together:
@@ -184,7 +184,7 @@ def _draw(probs: torch.Tensor, generator: torch.Generator | None) -> torch.Tenso
     twenty times as long on a CPU at a vocabulary of 49,152."""
     cumulative = probs.double().cumsum(dim=-1)
     total = cumulative[:, -1:]
-    uniform = torch.rand(probs.shape[0], 1, dtype=torch.float64, generator=generator) * total
+    uniform = torch.rand(probs.shape[0], 1, dtype=torch.float64, generator=generator).to(probs.device) * total
     uniform = torch.minimum(uniform, torch.nextafter(total, torch.zeros_like(total)))  # below the total mass
     # `right`: the first token whose cumulative mass exceeds the draw, so a token of probability 0 is never drawn.
     return torch.searchsorted(cumulative, uniform, right=True).squeeze(1)
