@@ -243,8 +243,8 @@ def llamacpp_forward(settings: InferenceSettings, model: Any, device: str) -> Sl
     it cannot serve this model (not a GGUF, not a Llama, not on a CPU, the package missing).
 
     Its weights follow `settings.dtype`: `gguf` multiplies the file's own (e.g. Q4_1) blocks; `bfloat16`, `float16`
-    and `float32` the same weights de-quantized, converted once into the model cache; `auto`: see
-    `llamacpp_auto_dtype`."""
+    and `float32` the same weights de-quantized, converted once into the model cache; `auto`: whichever of those
+    serves fastest here, measured once (`llamacpp_dtype.faster_dtype`)."""
     from reef.inference.local import llamacpp, llamacpp_amx
 
     assert settings.model_path is not None
@@ -271,7 +271,7 @@ def llamacpp_forward(settings: InferenceSettings, model: Any, device: str) -> Sl
             source, settings.model_cache_dir, f".{dtype}.gguf", lambda out: llamacpp.convert(source, out, dtype)
         )
 
-    if dtype == "auto":  # whichever weights serve fastest here, measured once (see `llamacpp_dtype`)
+    if dtype == "auto":
         from reef.inference.local import llamacpp_dtype
 
         dtype = llamacpp_dtype.faster_dtype(source, settings.model_cache_dir, weights, amx)
