@@ -111,17 +111,22 @@ async def recorded_gap(engine: LocalEngine, model_dir: Path, count: int = 8) -> 
     ctx = RequestContext("bench")
     completions = await asyncio.gather(*(engine.complete(Dialect.CHAT, body, ctx) for body in bodies))
     model, _ = load_base_model(model_dir, "cpu", "float32")
+    trainings = [completion.training for completion in completions]
+    assert all(training is not None for training in trainings)
+    delta = float32_deltas(model, trainings)  # type: ignore[arg-type]
+    return float(delta.abs().mean()), float(delta.abs().max()), float(delta.exp().std()), int(delta.numel())
+
+
+def float32_deltas(model: object, trainings: list[dict]) -> torch.Tensor:
+    """Recorded log-prob − `model`'s (float32) recomputation, for every token of the records' `training` fields."""
     deltas: list[torch.Tensor] = []
     with torch.inference_mode():
-        for completion in completions:
-            training = completion.training
-            assert training is not None
+        for training in trainings:
             prompt, ids = training["prompt_token_ids"], training["completion_token_ids"]
-            logits = model(input_ids=torch.tensor([prompt + ids[:-1]])).logits[0, len(prompt) - 1 :]
+            logits = model(input_ids=torch.tensor([prompt + ids[:-1]])).logits[0, len(prompt) - 1 :]  # type: ignore[operator]
             exact = torch.log_softmax(logits.float(), dim=-1).gather(1, torch.tensor(ids).unsqueeze(1)).squeeze(1)
             deltas.append(torch.tensor(training["logprobs"]) - exact)
-    delta = torch.cat(deltas)
-    return float(delta.abs().mean()), float(delta.abs().max()), float(delta.exp().std()), int(delta.numel())
+    return torch.cat(deltas)
 
 
 def make_adapter(model_dir: Path, out_dir: Path) -> Path:

@@ -34,7 +34,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from local_engine import QUESTIONS, plain_generate  # noqa: E402 - benchmarks/local_engine.py, beside this script
+from local_engine import QUESTIONS, float32_deltas, plain_generate  # noqa: E402 - benchmarks/local_engine.py, beside this script
 from proxy import checkout  # noqa: E402 - benchmarks/proxy.py, beside this script
 
 from reef.core.settings import InferenceSettings  # noqa: E402
@@ -127,10 +127,10 @@ async def through_http(url: str, concurrent: int, new_tokens: int, repeats: int)
     return best
 
 
-def recorded_gap(url: str, model_dir: Path) -> float:
-    """Mean |recorded − float32| log-prob over 4 sampled completions of 64 tokens (from their records)."""
-    deltas: list[torch.Tensor] = []
-    model, _ = load_base_model(model_dir, "cpu", "float32")
+def recorded_gap(url: str, model: object) -> float:
+    """Mean |recorded − float32| log-prob over 4 sampled completions of 64 tokens (from their records); `model`: the
+    float32 transformers model."""
+    trainings = []
     with httpx.Client(timeout=600) as client:
         for index in range(4):
             response = client.post(
@@ -140,24 +140,20 @@ def recorded_gap(url: str, model_dir: Path) -> float:
             )
             response.raise_for_status()
             record_id = response.headers["x-reef-agent-record-id"]
-            record = client.get(f"{url}/reef/scenarios/bench/records/{record_id}").json()
-            training = record["payload"]["training"]
-            prompt, ids = training["prompt_token_ids"], training["completion_token_ids"]
-            with torch.inference_mode():
-                logits = model(input_ids=torch.tensor([prompt + ids[:-1]])).logits[0, len(prompt) - 1 :]
-            exact = torch.log_softmax(logits.float(), dim=-1).gather(1, torch.tensor(ids).unsqueeze(1)).squeeze(1)
-            deltas.append(torch.tensor(training["logprobs"]) - exact)
-    return float(torch.cat(deltas).abs().mean())
+            trainings.append(
+                client.get(f"{url}/reef/scenarios/bench/records/{record_id}").json()["payload"]["training"]
+            )
+    return float(float32_deltas(model, trainings).abs().mean())
 
 
-def serve(flags: list[str], model_dir: Path, new_tokens: int, repeats: int, cwd: Path | None = None) -> Rates:
+def serve(flags: list[str], model: object, new_tokens: int, repeats: int, cwd: Path | None = None) -> Rates:
     """One `reef serve` (this build, or the checkout `cwd`) with `flags`: its rates and its log-prob gap."""
     with tempfile.TemporaryDirectory(prefix="reef-serve-speed-") as state:
         reef = ReefProcess(Path(state), *flags, cwd=cwd).start(timeout_s=600)  # `-m reef` from `cwd`: its build
         try:
             one = asyncio.run(through_http(reef.url, 1, new_tokens, repeats))
             eight = asyncio.run(through_http(reef.url, 8, new_tokens, repeats))
-            return Rates(one, eight, recorded_gap(reef.url, model_dir))
+            return Rates(one, eight, recorded_gap(reef.url, model))
         finally:
             reef.stop()
 
@@ -203,7 +199,7 @@ def main() -> int:
             anchor = anchor or (loop if dtype == "gguf" else 0.0)
             builds = {"reef": None, f"@{args.baseline_ref}": baseline} if baseline else {"reef": None}
             for build, cwd in builds.items():
-                rates = serve([*flags, "--inference.dtype", dtype], model_dir, args.new_tokens, args.repeats, cwd)
+                rates = serve([*flags, "--inference.dtype", dtype], model, args.new_tokens, args.repeats, cwd)
                 rows.append(
                     (
                         f"{dtype} ({precision})",
