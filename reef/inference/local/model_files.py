@@ -69,23 +69,26 @@ def converted_once(source: Path, cache_dir: Path, suffix: str, build: Callable[[
     """`build(path)` writes what `source` converts to at `path`, once: later calls return the cached result.
 
     The cache entry is keyed on the file's identity, so a replaced source is converted again. `build` writes under a
-    private staging folder and the result is renamed into place, so a crash mid-way leaves no half-written entry."""
+    private staging folder and the result is renamed into place, so a crash mid-way leaves no half-written entry.
+    Processes that need the same entry at once take turns on a lock file beside it: one builds, the others wait for
+    it and find the entry done, so a conversion or measurement never runs twice side by side."""
+    from filelock import FileLock
+
     stat = source.stat()
     key = hashlib.sha256(f"{source.resolve()}:{stat.st_size}:{stat.st_mtime_ns}".encode()).hexdigest()[:12]
     target = Path(cache_dir).expanduser() / f"{source.stem}-{key}{suffix}"
     if target.exists():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{source.stem}-", dir=target.parent))
-    try:
-        build(staging / target.name)
+    with FileLock(target.parent / f".{target.name}.lock"):
+        if target.exists():  # built while this process waited for the lock
+            return target
+        staging = Path(tempfile.mkdtemp(prefix=f".{source.stem}-", dir=target.parent))
         try:
-            os.rename(staging / target.name, target)  # atomic: a concurrent converter either wins or finds it done
-        except OSError:
-            if not target.exists():
-                raise
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+            build(staging / target.name)
+            os.rename(staging / target.name, target)  # atomic: a crash leaves no half-written entry
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
     return target
 
 

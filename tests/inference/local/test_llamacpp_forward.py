@@ -365,10 +365,19 @@ def test_the_faster_dtype_is_measured_once_and_kept_in_the_model_cache(tmp_path,
     monkeypatch.setattr(llamacpp_dtype, "bfloat16_supported", lambda: False)
     timings = iter([3.0, 2.0, 1.0])
     amx_asked: list[bool] = []
-    monkeypatch.setattr(llamacpp_dtype, "_mixed_load_s", lambda path, amx: amx_asked.append(amx) or next(timings))
+    enough_given: list[float] = []
+
+    def mixed_load_s(path: Path, amx: bool, enough: float) -> float:
+        amx_asked.append(amx)
+        enough_given.append(enough)
+        return next(timings)
+
+    monkeypatch.setattr(llamacpp_dtype, "_mixed_load_s", mixed_load_s)
     assert llamacpp_dtype.faster_dtype(gguf, tmp_path, weights, amx=True) == "float32"
     assert asked == ["gguf", "float16", "float32"]
     assert amx_asked == [True, False, False]  # the AMX kernels multiply the file's own blocks only
+    # a candidate stops after one run once it is clearly slower than the best so far
+    assert enough_given == [float("inf"), 3.0 * llamacpp_dtype.CLEARLY_SLOWER, 2.0 * llamacpp_dtype.CLEARLY_SLOWER]
     assert llamacpp_dtype.faster_dtype(gguf, tmp_path, weights, amx=True) == "float32"  # kept: measured once
     assert asked == ["gguf", "float16", "float32"]
     (kept,) = tmp_path.glob("*.dtype.json")
@@ -380,6 +389,11 @@ def test_the_mixed_load_runs_on_the_real_weights(monkeypatch):
     assert gguf is not None
     monkeypatch.setattr(llamacpp_dtype, "STEPS", 2)
     assert 0 < llamacpp_dtype._mixed_load_s(gguf, amx=False) < 600
+    runs: list[int] = []
+    real_new_cache = llamacpp.LlamaCppForward.new_cache
+    monkeypatch.setattr(llamacpp.LlamaCppForward, "new_cache", lambda self: runs.append(1) or real_new_cache(self))
+    assert llamacpp_dtype._mixed_load_s(gguf, amx=False, enough=0.0) > 0
+    assert len(runs) == 1  # already over `enough` after the first run: not run again
 
 
 async def test_the_engine_on_its_defaults_serves_smollm2_through_llamacpp(local_settings):
