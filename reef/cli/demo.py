@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import Any
 
-from reef.demo.recipes import PROFILES, recipe_config_flag, seed_count_flag, serve_flags_flag, task_count_flag
+from reef.demo.recipes import PROFILES, SCORED, recipe_config_flag, seed_count_flag, serve_flags_flag, task_count_flag
 from reef.demo.run import VALIDATION_TASKS
 from reef.demo.stream import ARMS, LESSON_CODES, LESSONS, arms_flag, lesson_codes_flag, lesson_count_flag
 from reef.demo.suites import SUITES
@@ -56,6 +57,14 @@ def add_demo_command(subparsers: Any) -> None:
         default="skills",
         help="skills (default): short answers the base model knows but buries in a sentence; catalogue: an "
         "invented product catalogue (codes to departments) asked in phrasings never trained on",
+    )
+    parser.add_argument(
+        "--feedback",
+        choices=["recipe", "score"],
+        default="recipe",
+        help="what the simulated users report: recipe (default), what the recipe learns best from (sft: the right "
+        "answer; rl, grpo: partial credit); score: only a 0/1 score of the sampled answer, nothing else (rl, grpo), "
+        "with a memory control beside the prompt control",
     )
     parser.add_argument(
         "--no-controls",
@@ -139,6 +148,10 @@ def add_demo_command(subparsers: Any) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
+    if args.feedback == "score" and (args.recipe not in SCORED or args.stream or args.rollout != "immediate"):
+        print(f"reef demo: --feedback score runs {' and '.join(SCORED)} alone (not --stream or --rollout)",
+              file=sys.stderr)  # fmt: skip
+        return 2
     if args.stream:
         from reef.demo.stream import run_stream_demo
 

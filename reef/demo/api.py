@@ -93,8 +93,9 @@ class ReefAPI:
         release_id: str | None = None,
         prefix: Sequence[dict[str, str]] = (),
     ) -> Answer:
-        """One task answered; `prefix` (a control's instruction and examples) goes before its question."""
-        messages = [*prefix, *task.messages()]
+        """One task answered; `prefix` (a control's instruction and examples) goes before its question, in place of
+        the task's own context."""
+        messages = [*prefix, task.question()] if prefix else task.messages()
         text, receipt, served_by = await self.complete(messages, temperature, max_tokens, tags, release_id)
         return Answer(task=task, text=text, receipt=receipt, release_id=served_by)
 
@@ -134,9 +135,12 @@ class ReefAPI:
         max_tokens: int,
         tags: dict[str, str] | None = None,
         prefix: Sequence[dict[str, str]] = (),
+        release_id: str | None = None,
     ) -> list[Answer]:
         """All at once, so the engine can batch them."""
-        return list(await asyncio.gather(*(self.chat(t, temperature, max_tokens, tags, None, prefix) for t in tasks)))
+        return list(
+            await asyncio.gather(*(self.chat(t, temperature, max_tokens, tags, release_id, prefix) for t in tasks))
+        )
 
     async def report(self, score: float | None, receipt: str, metadata: dict[str, Any] | None = None) -> str:
         """Report on `receipt`: its `score` (None: no score, which no rollout counts) and `metadata`."""
@@ -150,13 +154,17 @@ class ReefAPI:
         return str(response.json().get("agent_record_id", ""))
 
     async def measure(
-        self, tasks: Sequence[DemoTask], max_tokens: int, prefix: Sequence[dict[str, str]] = ()
+        self,
+        tasks: Sequence[DemoTask],
+        max_tokens: int,
+        prefix: Sequence[dict[str, str]] = (),
+        release_id: str | None = None,
     ) -> Measurement:
-        """The held-out score of whatever release serves now: greedy answers graded exactly and with partial credit;
-        with `prefix` (the prompt control), each question after that conversation."""
+        """The held-out score of whatever release serves now (or of `release_id`): greedy answers graded exactly and
+        with partial credit; with `prefix` (a control), each question after that conversation."""
         started = time.monotonic()
         purpose = "control" if prefix else "heldout"
-        answers = await self.answer_all(tasks, 0.0, max_tokens, {"purpose": purpose}, prefix)
+        answers = await self.answer_all(tasks, 0.0, max_tokens, {"purpose": purpose}, prefix, release_id)
         families: dict[str, list[float]] = {}
         for answer in answers:
             families.setdefault(answer.task.family, []).append(float(is_exact(answer.task, answer.text)))

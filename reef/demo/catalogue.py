@@ -54,6 +54,28 @@ def generate(split: str, count: int, seed: int = 0, size: int = CATALOGUE_SIZE) 
     return [DemoTask("catalogue", p.format(code=code), facts[code]) for code, p in pairs[:count]]
 
 
+def answer_form(seed: int) -> tuple[tuple[str, str], ...]:
+    """What a deployment that only ever gets scores tells the model before every question: the departments there
+    are, and two questions about codes outside the catalogue answered in that form. Base SmolLM2 then names a
+    department in most sampled answers, so a 0/1 score has right answers to reinforce from the first round."""
+    facts = catalogue(seed)
+    rng = random.Random(f"catalogue:{seed}:form")
+    turns: list[tuple[str, str]] = [("system", FORM_INSTRUCTION)]
+    while len(turns) < 5:
+        code = "".join(rng.choices(string.ascii_uppercase, k=2)) + "-" + "".join(rng.choices(string.digits, k=4))
+        if code not in facts:
+            phrasing = PHRASINGS["train"][len(turns) // 2]
+            turns += [("user", phrasing.format(code=code)), ("assistant", rng.choice(DEPARTMENTS))]
+    return tuple(turns)
+
+
+FORM_INSTRUCTION = (
+    "You answer questions about our product catalogue. Every product belongs to exactly one department: "
+    + ", ".join(DEPARTMENTS[:-1])
+    + f" or {DEPARTMENTS[-1]}. Reply with only the department's name."
+)
+
+
 def instruction(seed: int) -> str:
     """The prompt control's instruction: the whole catalogue, then how to answer."""
     table = "\n".join(f"{code}: {department}" for code, department in sorted(catalogue(seed).items()))

@@ -4,6 +4,9 @@
   instruction as the system prompt and k solved training examples as earlier turns, k as large as the context
   allows (`context_turns`) or the suite's cap (`Suite.control_examples`). What a harness step could do without
   touching the weights.
+- `memory` (`--feedback score`): the strongest competitor that changes no weights, given the same scores: the
+  base model with the deployment's answer form and, as worked examples, every training question whose sampled
+  answer users scored 1 (`memory_control_messages`).
 - `fallback` (harness methods): the same method with its proposer off (`recipe_config.proposer: off`), so every
   step is its deterministic fallback; `proposer_share` says how many published steps the proposer made.
 
@@ -12,9 +15,10 @@ Each control is `{"score", "interval"}` in the demo's own metric (95 % interval 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
-from reef.demo.api import Measurement
+from reef.demo.api import Answer, Measurement
 from reef.demo.suites import Suite
 from reef.demo.tasks import DemoTask
 
@@ -45,6 +49,19 @@ def prompt_control_messages(suite: Suite, seed: int, context_tokens: int = CONTE
     examples = examples[: suite.control_examples]
     messages = [{"role": "system", "content": system}]
     for question, answer in context_turns(system, examples, context_tokens):
+        messages += [{"role": "user", "content": question}, {"role": "assistant", "content": answer}]
+    return messages
+
+
+def memory_control_messages(
+    context: Sequence[tuple[str, str]], remembered: Sequence[Answer], context_tokens: int = CONTEXT_TOKENS
+) -> list[dict[str, str]]:
+    """The conversation the memory control appends every held-out question to: the deployment's system prompt
+    (`context`'s first message), then each distinct remembered question with its answer, oldest first."""
+    system = next((text for role, text in context if role == "system"), "")
+    distinct = list({a.task.prompt: DemoTask("", a.task.prompt, a.text) for a in remembered}.values())
+    messages = [{"role": "system", "content": system}]
+    for question, answer in context_turns(system, distinct, context_tokens):
         messages += [{"role": "user", "content": question}, {"role": "assistant", "content": answer}]
     return messages
 

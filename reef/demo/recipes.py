@@ -37,19 +37,24 @@ class RecipeProfile:
     recipe_config: dict[str, Any] = dataclasses.field(default_factory=dict)
     # `evaluation.scoring`: how the learner's gate scores a validation task
     gate_scoring: Literal["checker", "likelihood"] = "checker"
+    # What the simulated users report (`--feedback`): `recipe`, what the recipe learns best from; `score`, only
+    # whether the sampled answer was right (0 or 1)
+    feedback: Literal["recipe", "score"] = "recipe"
 
     @property
     def grading(self) -> str:
         """How answers are graded: in reports, in the learner's gate and in the headline held-out score.
 
-        `exact` for sft; `partial` (see `partial_credit`) for the RL recipes, so they have a signal while
-        exact answers are still rare. Both figures are measured and reported either way.
+        `exact` for sft and for scores alone; `partial` (see `partial_credit`) for the RL recipes on their own
+        feedback, so they have a signal while exact answers are still rare. Both figures are measured and reported
+        either way.
         """
-        return "exact" if self.recipe in DEMONSTRATED else "partial"
+        return "exact" if self.recipe in DEMONSTRATED or self.feedback == "score" else "partial"
 
     def score(self, answer: Answer) -> float:
-        """SFT reports whether the answer was exactly right; RL recipes get partial credit (see `partial_credit`)."""
-        if self.recipe in DEMONSTRATED:
+        """1 or 0 for an exactly right answer (sft, and `--feedback score`); otherwise RL recipes get partial
+        credit (see `partial_credit`)."""
+        if self.grading == "exact":
             return float(is_exact(answer.task, answer.text))
         return partial_credit(answer.task, answer.text)
 
@@ -239,13 +244,38 @@ SUITE_PROFILES: dict[str, dict[str, dict[str, Any]]] = {
 }  # fmt: skip
 
 
-def demo_profile(recipe: str, overrides: dict[str, Any] | None, suite: str = "skills") -> RecipeProfile:
-    """`recipe`'s profile on `suite`, its `recipe_config` updated key by key from `--recipe-config` (None:
-    unchanged)."""
+# `--feedback score`: per suite, per recipe, the fields that differ from the suite's profile. Chosen on seed 100's
+# validation split (docs/results/2026-12-08-scores-alone.md).
+SCORE_PROFILES: dict[str, dict[str, dict[str, Any]]] = {
+    # Every code asked in every training phrasing each round, sampled four times: about one answer in twelve is
+    # right at first, so most codes get a right answer to reinforce within a round or two.
+    "catalogue": {
+        "rl": {
+            "prompts_per_round": 60, "samples_per_prompt": 4, "temperature": 0.7, "max_tokens": 8,
+            "batch_size": 240, "micro_batch_size": 8, "epochs": 2, "learning_rate": 1e-3, "rounds": 8,
+            "target_modules": (), "recipe_config": {"baseline_decay": 0.8, "baseline_by": "task"},
+        },
+        "grpo": {
+            "prompts_per_round": 60, "samples_per_prompt": 4, "temperature": 0.7, "max_tokens": 8,
+            "batch_size": 240, "micro_batch_size": 8, "epochs": 2, "learning_rate": 1e-3, "rounds": 8,
+            "recipe_config": {"group_size": 4},
+        },
+    },
+}  # fmt: skip
+SCORED = ("rl", "grpo")  # the recipes `--feedback score` runs
+
+
+def demo_profile(
+    recipe: str, overrides: dict[str, Any] | None, suite: str = "skills", feedback: str = "recipe"
+) -> RecipeProfile:
+    """`recipe`'s profile on `suite` with the users' `feedback`, its `recipe_config` updated key by key from
+    `--recipe-config` (None: unchanged)."""
     profile = PROFILES[recipe]
     settings = SUITE_PROFILES.get(suite, {}).get(recipe)
     if settings:
         profile = dataclasses.replace(profile, **settings)
+    if feedback == "score":
+        profile = dataclasses.replace(profile, **SCORE_PROFILES.get(suite, {}).get(recipe, {}), feedback="score")
     if not overrides:
         return profile
     return dataclasses.replace(profile, recipe_config={**profile.recipe_config, **overrides})

@@ -13,7 +13,7 @@ from typing import Any
 from rich.console import Console
 
 from reef.demo.api import Answer, Measurement, ReefAPI
-from reef.demo.controls import prompt_control_messages
+from reef.demo.controls import memory_control_messages, prompt_control_messages
 from reef.demo.recipes import HARNESS_METHODS, RecipeProfile
 from reef.demo.result import DemoRun, outside_budget
 from reef.demo.suites import suite_named
@@ -44,7 +44,7 @@ async def run_rounds(
         console.print(
             f"  [bold]baseline[/] held-out exact {run.baseline.exact:.2f}  partial {run.baseline.partial:.2f}"
         )
-        suite = suite_named(getattr(args, "suite", "skills"))
+        suite = suite_named(getattr(args, "suite", "skills"), getattr(args, "feedback", "recipe"))
         budget_from = started
         if getattr(args, "controls", False) and profile.recipe not in HARNESS_METHODS:
             control_started = time.monotonic()
@@ -55,6 +55,7 @@ async def run_rounds(
         )
         step = await api.last_step()
         round_s: list[float] = []
+        scored_right: list[Answer] = []  # what the memory control keeps: the answers users scored 1
         for number in range(1, args.rounds + 1):
             elapsed = time.monotonic() - budget_from
             expected = max(round_s[-3:], default=0.0)
@@ -66,7 +67,7 @@ async def run_rounds(
             wait_s = max(MIN_STEP_WAIT_S, args.time_budget - elapsed)
             # `--sample-from lineage`: the round's prompts are answered by the weights the next step trains from.
             pin = await api.lineage_tip() if args.sample_from == "lineage" else None
-            entry = await one_round(api, profile, number, training, step, test, wait_s, pin)
+            entry = await one_round(api, profile, number, training, step, test, wait_s, pin, scored_right)
             if entry["measured"] is not None:
                 run.final = Measurement(**entry["measured"])
             step = max(step, int(entry.get("step") or step))
@@ -80,6 +81,8 @@ async def run_rounds(
             if entry["verdict"] == "timeout":
                 console.print("  the learner did not finish the step within the time budget; stopping")
                 break
+        if getattr(args, "controls", False) and profile.feedback == "score" and test and test[0].context:
+            await measure_memory_control(api, run, test, scored_right, console)
     finally:
         await api.aclose()
 
@@ -97,6 +100,22 @@ async def measure_prompt_control(
     console.print(f"  [bold]prompt control[/] held-out {run.metric} {measured.score(run.metric):.2f}")
 
 
+async def measure_memory_control(
+    api: ReefAPI, run: DemoRun, test: list[DemoTask], scored_right: list[Answer], console: Console
+) -> None:
+    """`controls.memory`: the base model given the same scores as the method, kept as memory instead of weights:
+    the deployment's own answer form, then every distinct training question whose sampled answer was scored 1,
+    with that answer, as earlier turns (as many as the context holds), on the same held-out tasks, answered by
+    the release the baseline was measured on (the base model), whatever serves now."""
+    prefix = memory_control_messages(test[0].context, scored_right)
+    examples = (len(prefix) - 1) // 2
+    console.print(f"  measuring the memory control ({examples} answers users scored 1, as worked examples) …")
+    base = run.baseline.release_id if run.baseline else None
+    run.controls["memory"] = measured = await api.measure(test, MEASURE_MAX_TOKENS, prefix, base)
+    run.settings["memory_control_examples"] = examples
+    console.print(f"  [bold]memory control[/] held-out {run.metric} {measured.score(run.metric):.2f}")
+
+
 async def one_round(
     api: ReefAPI,
     profile: RecipeProfile,
@@ -106,10 +125,12 @@ async def one_round(
     test: list[DemoTask],
     wait_s: float,
     pin: str | None = None,
+    scored_right: list[Answer] | None = None,
 ) -> dict[str, Any]:
     """Send one round's prompts and report their grades, wait for the step after `after_step`; its entry.
 
-    `pin`: the release that answers the round's prompts (None: the serving one)."""
+    `pin`: the release that answers the round's prompts (None: the serving one); `scored_right` collects the
+    answers scored 1."""
     answers: list[Answer] = []
     sent = 0
 
@@ -135,6 +156,8 @@ async def one_round(
             )
         )
         answers.extend(got)
+        if scored_right is not None:
+            scored_right.extend(answer for answer in got if profile.score(answer) == 1.0)
 
     async def nudge() -> None:
         # A grouped recipe drops groups whose answers all scored the same: send fresh prompts to fill the batch.

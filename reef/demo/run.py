@@ -34,7 +34,7 @@ from reef.demo.result import DemoRun, finish
 from reef.demo.rounds import MEASURE_MAX_TOKENS, run_rounds
 from reef.demo.seeds import finish_seeds, run_seeds
 from reef.demo.server import STARTUP_TIMEOUT_S, ReefServer, ServerFailed, free_port, serve_command, unwind_on_sigterm
-from reef.demo.suites import SUITES
+from reef.demo.suites import suite_named
 from reef.demo.tasks import DemoTask
 
 TEST_TASKS = 35  # five per family
@@ -61,12 +61,13 @@ def one_run(args: argparse.Namespace, console: Console) -> tuple[int, DemoRun]:
 
         return openclawrl_run(args, console)
     started = time.monotonic()
-    profile = demo_profile(args.recipe, args.recipe_config, getattr(args, "suite", "skills"))
+    feedback = getattr(args, "feedback", "recipe")
+    profile = demo_profile(args.recipe, args.recipe_config, getattr(args, "suite", "skills"), feedback)
     args.rounds = args.rounds or profile.rounds
     state_dir = args.state_dir or Path(tempfile.mkdtemp(prefix="reef-demo-"))
     state_dir.mkdir(parents=True, exist_ok=True)
     port = args.port or free_port()
-    suite = SUITES[getattr(args, "suite", "skills")]
+    suite = suite_named(getattr(args, "suite", "skills"), feedback)
     validation = suite.generate("validation", args.validation_tasks, args.seed)
     test = suite.generate("test", TEST_TASKS, args.seed)
     _write_jsonl(state_dir / "test.jsonl", [t.to_evaluation_row() for t in test])

@@ -28,6 +28,8 @@ class Suite:
     instruction: Callable[[int], str]  # seed -> the control's system prompt
     # The most solved examples the prompt control shows after its instruction (None: as many as the context holds).
     control_examples: int | None = None
+    # seed -> what a deployment fed only 0/1 scores says before every question (`--feedback score`); None: nothing
+    answer_form: Callable[[int], tuple[tuple[str, str], ...]] | None = None
 
     def training_rounds(
         self, prompts_per_round: int, rounds: int, seed: int, families: Sequence[str] | None = None
@@ -49,10 +51,27 @@ SUITES: dict[str, Suite] = {
     ),
     # The whole catalogue is in the control's instruction; 32 examples scored as well as 120 on a tuning seed, and a
     # context of 120 made the control alone take most of the demo's budget on two cores.
-    "catalogue": Suite("catalogue", catalogue.generate, catalogue.instruction, control_examples=32),
+    "catalogue": Suite(
+        "catalogue", catalogue.generate, catalogue.instruction, control_examples=32, answer_form=catalogue.answer_form
+    ),
 }
 
 
-def suite_named(value: str | Suite) -> Suite:
-    """The suite `--suite` names, or `value` itself when a demo built its own (a stream's lesson)."""
-    return value if isinstance(value, Suite) else SUITES[value]
+def suite_named(value: str | Suite, feedback: str = "recipe") -> Suite:
+    """The suite `--suite` names, or `value` itself when a demo built its own (a stream's lesson); with `feedback`
+    `score`, as a deployment fed only scores serves it (`for_scores`)."""
+    suite = value if isinstance(value, Suite) else SUITES[value]
+    return for_scores(suite) if feedback == "score" else suite
+
+
+def for_scores(suite: Suite) -> Suite:
+    """`suite` with its answer form (`Suite.answer_form`) before every question of every split: what a deployment
+    whose users only score answers would tell its model. The prompt control replaces it with its own instruction."""
+    form = suite.answer_form
+    if form is None:
+        return suite
+
+    def generate(split: str, count: int, seed: int) -> list[DemoTask]:
+        return [dataclasses.replace(task, context=form(seed)) for task in suite.generate(split, count, seed)]
+
+    return dataclasses.replace(suite, generate=generate)

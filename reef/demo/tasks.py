@@ -61,9 +61,15 @@ class DemoTask:
     family: str
     prompt: str
     answer: str
+    # Messages the deployment puts before every question (e.g. a system prompt naming the answer's form).
+    context: tuple[tuple[str, str], ...] = ()
 
     def messages(self) -> list[dict[str, str]]:
-        return [{"role": "user", "content": self.prompt}]
+        return [*({"role": role, "content": text} for role, text in self.context), self.question()]
+
+    def question(self) -> dict[str, str]:
+        """The user's question alone, without the deployment's context."""
+        return {"role": "user", "content": self.prompt}
 
     def to_evaluation_row(self, grading: str = "exact") -> dict[str, Any]:
         """The row the learner's evaluation gate reads (`settings.evaluation.tasks`).

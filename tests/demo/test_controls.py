@@ -14,7 +14,7 @@ from rich.console import Console
 
 from reef.demo import catalogue
 from reef.demo import run as demo_run
-from reef.demo.api import Measurement
+from reef.demo.api import Answer, Measurement
 from reef.demo.controls import (
     ANSWER_RESERVE_TOKENS,
     CHARS_PER_TOKEN,
@@ -178,3 +178,36 @@ async def test_the_openclawrl_control_asks_each_held_out_question_after_the_pref
     assert all(len(m) == 1 for m in api.sent[4:])
     assert control.acceptance == 1.0 and base.acceptance == 0.0
     assert set(extra["examples"]) == {"prompt_control", "baseline"}
+
+
+def test_scores_alone_put_the_answer_form_before_every_question_and_grade_exactly():
+    from reef.demo.recipes import PROFILES, demo_profile
+    from reef.demo.suites import suite_named
+
+    scored = suite_named("catalogue", "score")
+    facts = catalogue.catalogue(5)
+    form = catalogue.answer_form(5)
+    assert form[0] == ("system", catalogue.FORM_INSTRUCTION)
+    assert all(department in catalogue.FORM_INSTRUCTION for department in catalogue.DEPARTMENTS)
+    shown = [text for role, text in form[1:] if role == "user"]
+    assert len(shown) == 2 and not any(code in question for code in facts for question in shown)  # not a fact
+    for split in ("train", "validation", "test"):
+        tasks = scored.generate(split, 10, 5)
+        assert tasks and all(task.context == form for task in tasks)
+        assert tasks[0].messages()[:-1] == [{"role": r, "content": t} for r, t in form]
+        assert tasks[0].messages()[-1] == tasks[0].question()
+    assert all(task.context == () for task in suite_named("catalogue").generate("test", 10, 5))
+    profile = demo_profile("rl", None, "catalogue", "score")
+    assert profile.grading == "exact" and PROFILES["rl"].grading == "partial"
+    task = scored.generate("test", 1, 5)[0]
+    near = Answer(task=task, text=f"It is {task.answer}", receipt="", release_id=None)
+    assert profile.score(near) == 0.0 and PROFILES["rl"].score(near) > 0  # 0/1, no partial credit
+    assert profile.metadata(near, None) == {"task": "catalogue"}  # no demonstration reaches the report
+    assert profile.prompts_per_round * profile.samples_per_prompt == profile.batch_size
+
+
+def test_the_demo_refuses_scores_alone_for_a_recipe_that_learns_from_demonstrations(capsys):
+    from reef.cli.main import main
+
+    assert main(["demo", "--recipe", "sft", "--feedback", "score"]) == 2
+    assert "--feedback score" in capsys.readouterr().err

@@ -12,10 +12,11 @@ import pytest
 from rich.console import Console
 
 from reef.demo import rounds as demo_rounds
-from reef.demo.api import Measurement
-from reef.demo.recipes import PROFILES
+from reef.demo import catalogue
+from reef.demo.api import Answer, Measurement
+from reef.demo.recipes import demo_profile
 from reef.demo.result import DemoRun
-from reef.demo.suites import SUITES
+from reef.demo.suites import SUITES, suite_named
 
 
 class Clock:
@@ -30,6 +31,7 @@ class Clock:
 
 class FakeAPI:
     prefixes: list[list[dict[str, str]]] = []
+    pins: list[str | None] = []
     clock: Clock | None = None
     control_s = 0.0  # how long the prompt control takes on the fake clock
 
@@ -37,15 +39,18 @@ class FakeAPI:
         self.scenario = scenario
         self.tips_read = 0
 
-    async def measure(self, tasks: list[Any], max_tokens: int, prefix: Any = ()) -> Measurement:
+    async def measure(
+        self, tasks: list[Any], max_tokens: int, prefix: Any = (), release_id: str | None = None
+    ) -> Measurement:
         FakeAPI.prefixes.append(list(prefix))
+        FakeAPI.pins.append(release_id)
         if prefix:  # the prompt control scores apart from the base model
             assert FakeAPI.clock is not None
             FakeAPI.clock.now += FakeAPI.control_s
             return Measurement(
                 exact=0.3, partial=0.5, by_family={}, release_id=None, wall_s=0.0, partial_ci95=(0.4, 0.6)
             )
-        return Measurement(exact=0.0, partial=0.2, by_family={}, release_id=None, wall_s=0.0)
+        return Measurement(exact=0.0, partial=0.2, by_family={}, release_id="base-release", wall_s=0.0)
 
     async def last_step(self) -> int:
         return 0
@@ -68,25 +73,32 @@ def _run(
     controls: bool = False,
     suite: str = "skills",
     control_s: float = 0.0,
+    feedback: str = "recipe",
 ) -> DemoRun:
     clock = Clock()
     FakeAPI.clock, FakeAPI.control_s = clock, control_s
     monkeypatch.setattr(demo_rounds, "time", clock)
     monkeypatch.setattr(demo_rounds, "ReefAPI", FakeAPI)
 
+    test = suite_named(suite, feedback).generate("test", 4, 0)
+
     async def one_round(api: Any, profile: Any, number: int, *rest: Any) -> dict[str, Any]:
         clock.now += round_s
-        pin = rest[-1]
+        training, pin, scored_right = rest[0], rest[4], rest[5]
+        for task in next(training)[:2]:  # the users scored two answers of the round 1: the right department
+            scored_right.append(Answer(task=task, text=task.answer, receipt=f"r{number}", release_id=None))
         return {"round": number, "step": number, "verdict": "kept", "measured": None, "train_score": 0.2, "pin": pin}
 
     monkeypatch.setattr(demo_rounds, "one_round", one_round)
-    FakeAPI.prefixes = []
-    run = DemoRun(recipe, metric=PROFILES[recipe].grading, suite=suite)
+    FakeAPI.prefixes, FakeAPI.pins = [], []
+    profile = demo_profile(recipe, None, suite, feedback)
+    run = DemoRun(recipe, metric=profile.grading, suite=suite)
     args = argparse.Namespace(
-        rounds=rounds, time_budget=budget, seed=0, sample_from=sample_from, controls=controls, suite=suite
-    )
+        rounds=rounds, time_budget=budget, seed=0, sample_from=sample_from, controls=controls, suite=suite,
+        feedback=feedback,
+    )  # fmt: skip
     console = Console(file=io.StringIO())
-    asyncio.run(demo_rounds.run_rounds(run, PROFILES[recipe], args, "http://fake", [], console, clock.now))
+    asyncio.run(demo_rounds.run_rounds(run, profile, args, "http://fake", test, console, clock.now))
     return run
 
 
@@ -147,3 +159,20 @@ def test_the_time_budget_covers_the_rounds_and_the_prompt_control_takes_its_time
     assert run.settings["control_s"] == 700.0
     assert run.rounds[-1]["elapsed_s"] == 700.0 + 560.0  # the rounds' own clock is the wall clock
     assert "control_s" not in _run(monkeypatch, rounds=1, budget=600.0, round_s=10.0).settings
+
+
+def test_scores_alone_get_a_memory_control_of_the_answers_scored_1_on_the_base_model_after_the_rounds(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    run = _run(monkeypatch, rounds=2, budget=600.0, round_s=10.0, controls=True, suite="catalogue", feedback="score")
+    assert len(FakeAPI.prefixes) == 3  # the base model, the prompt control, then the memory control
+    memory, pin = FakeAPI.prefixes[2], FakeAPI.pins[2]
+    assert pin == "base-release"  # the release the baseline was measured on, not whatever serves after the rounds
+    assert memory[0] == {"role": "system", "content": catalogue.FORM_INSTRUCTION}
+    remembered = [m for m in memory[1:] if m["role"] == "assistant"]
+    assert len(remembered) == run.settings["memory_control_examples"] == 4  # two a round, distinct questions
+    facts = catalogue.catalogue(0)
+    assert all(m["content"] in facts.values() for m in remembered)
+    assert set(run.to_json()["controls"]) == {"prompt", "memory"}
+    # on the recipe's own feedback there is no memory control
+    assert set(_run(monkeypatch, 1, 600.0, 10.0, controls=True, suite="catalogue").to_json()["controls"]) == {"prompt"}

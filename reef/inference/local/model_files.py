@@ -70,7 +70,7 @@ def converted_once(source: Path, cache_dir: Path, suffix: str, build: Callable[[
 
     The cache entry is keyed on the file's identity, so a replaced source is converted again. `build` writes under a
     private staging folder and the result is renamed into place, so a crash mid-way leaves no half-written entry.
-    Processes that need the same entry at once take turns on a lock file beside it: one builds, the others wait for
+    Processes that need the same entry at once take turns on its lock file (under `.locks`): one builds, the others wait for
     it and find the entry done, so a conversion or measurement never runs twice side by side."""
     from filelock import FileLock
 
@@ -80,7 +80,9 @@ def converted_once(source: Path, cache_dir: Path, suffix: str, build: Callable[[
     if target.exists():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
-    with FileLock(target.parent / f".{target.name}.lock"):
+    locks = target.parent / ".locks"
+    locks.mkdir(exist_ok=True)
+    with FileLock(locks / f"{target.name}.lock"):
         if target.exists():  # built while this process waited for the lock
             return target
         staging = Path(tempfile.mkdtemp(prefix=f".{source.stem}-", dir=target.parent))

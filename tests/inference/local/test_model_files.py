@@ -21,7 +21,7 @@ def test_a_conversion_is_built_once_and_kept(tmp_path: Path) -> None:
     assert first.read_text() == "converted" and len(builds) == 1
     assert converted_once(source, tmp_path / "cache", ".x", build) == first
     assert len(builds) == 1
-    assert [path.name for path in (tmp_path / "cache").iterdir() if not path.name.endswith(".lock")] == [first.name]
+    assert [path.name for path in (tmp_path / "cache").iterdir() if path.name != ".locks"] == [first.name]
 
 
 def test_a_failed_build_leaves_no_entry_and_the_next_call_builds_it(tmp_path: Path) -> None:
@@ -36,7 +36,7 @@ def test_a_failed_build_leaves_no_entry_and_the_next_call_builds_it(tmp_path: Pa
         converted_once(source, tmp_path / "cache", ".x", broken)
     except RuntimeError:
         pass
-    assert [path for path in (tmp_path / "cache").iterdir() if not path.name.endswith(".lock")] == []
+    assert [path for path in (tmp_path / "cache").iterdir() if path.name != ".locks"] == []
     done = converted_once(source, tmp_path / "cache", ".x", lambda out: out.write_text("whole"))
     assert done.read_text() == "whole"
 
