@@ -245,7 +245,7 @@ SUITE_PROFILES: dict[str, dict[str, dict[str, Any]]] = {
 
 
 # `--feedback score`: per suite, per recipe, the fields that differ from the suite's profile. Chosen on seed 100's
-# validation split (docs/results/2026-12-08-scores-alone.md).
+# validation split (docs/results/2026-12-07-scores-alone.md).
 SCORE_PROFILES: dict[str, dict[str, dict[str, Any]]] = {
     # Every code asked in every training phrasing each round, sampled four times: about one answer in twelve is
     # right at first, so most codes get a right answer to reinforce within a round or two.
@@ -256,9 +256,9 @@ SCORE_PROFILES: dict[str, dict[str, dict[str, Any]]] = {
             "target_modules": (), "recipe_config": {"baseline_decay": 0.8, "baseline_by": "task"},
         },
         "grpo": {
-            "prompts_per_round": 60, "samples_per_prompt": 4, "temperature": 0.7, "max_tokens": 8,
-            "batch_size": 240, "micro_batch_size": 8, "epochs": 2, "learning_rate": 1e-3, "rounds": 8,
-            "recipe_config": {"group_size": 4},
+            "prompts_per_round": 30, "samples_per_prompt": 8, "temperature": 0.7, "max_tokens": 8,
+            "batch_size": 120, "micro_batch_size": 8, "epochs": 1, "learning_rate": 3e-4, "rounds": 12,
+            "recipe_config": {"group_size": 8},
         },
     },
 }  # fmt: skip

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from reef.demo import rounds as demo_rounds
 from reef.demo import catalogue
+from reef.demo import rounds as demo_rounds
 from reef.demo.api import Answer, Measurement
 from reef.demo.recipes import demo_profile
 from reef.demo.result import DemoRun

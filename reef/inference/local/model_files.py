@@ -70,8 +70,8 @@ def converted_once(source: Path, cache_dir: Path, suffix: str, build: Callable[[
 
     The cache entry is keyed on the file's identity, so a replaced source is converted again. `build` writes under a
     private staging folder and the result is renamed into place, so a crash mid-way leaves no half-written entry.
-    Processes that need the same entry at once take turns on its lock file (under `.locks`): one builds, the others wait for
-    it and find the entry done, so a conversion or measurement never runs twice side by side."""
+    Processes that need the same entry at once take turns on its lock file (under `.locks`): one builds, the others
+    wait for it and find the entry done, so a conversion or measurement never runs twice side by side."""
     from filelock import FileLock
 
     stat = source.stat()
