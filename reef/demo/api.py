@@ -59,14 +59,18 @@ class Measurement:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class StepOutcome:
-    """How the learner ended a step: its commit (None when the wait ran out)."""
+    """How the learner ended a step: its commit (None when the wait ran out, or `starved`: the nudges ran out and
+    the learner still had no full batch)."""
 
     commit: dict[str, Any] | None
     waited_s: float
+    starved: bool = False
 
     @property
     def verdict(self) -> str:
-        return str(self.commit.get("verdict")) if self.commit else "timeout"
+        if self.commit:
+            return str(self.commit.get("verdict"))
+        return "starved" if self.starved else "timeout"
 
 
 class ReefAPI:
@@ -230,10 +234,12 @@ class ReefAPI:
         """Poll the commit log until a step after `after_step` is committed and, if published, serves.
 
         `nudge()` (async, optional) is awaited while the learner sits idle with no step, e.g. to send more
-        rollouts when a grouped recipe dropped groups that carried no signal.
+        rollouts when a grouped recipe dropped groups that carried no signal; once it returns False (nothing more
+        to send) and the learner stays idle, the wait ends `starved` instead of running out the timeout.
         """
         started = time.monotonic()
         idle_polls = 0
+        exhausted = False
         while time.monotonic() - started < timeout_s:
             commits = await self.commits(after_step)
             if commits:
@@ -246,8 +252,10 @@ class ReefAPI:
             # The learner starts a step within a poll of a full batch, so a long idle spell means a short batch.
             idle_polls = idle_polls + 1 if job == "idle" else 0
             if nudge is not None and idle_polls >= 5:
+                if exhausted:
+                    return StepOutcome(None, round(time.monotonic() - started, 2), starved=True)
                 idle_polls = 0
-                await nudge()
+                exhausted = await nudge() is False
             await asyncio.sleep(poll_s)
         return StepOutcome(None, round(time.monotonic() - started, 2))
 

@@ -81,6 +81,12 @@ async def run_rounds(
             if entry["verdict"] == "timeout":
                 console.print("  the learner did not finish the step within the time budget; stopping")
                 break
+            if entry["verdict"] == "starved":
+                console.print(
+                    f"  {MAX_SENDS_PER_ROUND} sends did not fill the learner's batch (every group's answers scored "
+                    "alike: `skipped` in /reef/status says why); stopping"
+                )
+                break
         if getattr(args, "controls", False) and profile.feedback == "score" and test and test[0].context:
             await measure_memory_control(api, run, test, scored_right, console)
     finally:
@@ -159,10 +165,12 @@ async def one_round(
         if scored_right is not None:
             scored_right.extend(answer for answer in got if profile.score(answer) == 1.0)
 
-    async def nudge() -> None:
+    async def nudge() -> bool:
         # A grouped recipe drops groups whose answers all scored the same: send fresh prompts to fill the batch.
-        if sent < MAX_SENDS_PER_ROUND:
-            await send(next(training))
+        if sent >= MAX_SENDS_PER_ROUND:
+            return False
+        await send(next(training))
+        return True
 
     await send(next(training))
     grouped = profile.samples_per_prompt > 1

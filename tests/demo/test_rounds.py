@@ -13,7 +13,7 @@ from rich.console import Console
 
 from reef.demo import catalogue
 from reef.demo import rounds as demo_rounds
-from reef.demo.api import Answer, Measurement
+from reef.demo.api import Answer, Measurement, ReefAPI
 from reef.demo.recipes import demo_profile
 from reef.demo.result import DemoRun
 from reef.demo.suites import SUITES, suite_named
@@ -176,3 +176,35 @@ def test_scores_alone_get_a_memory_control_of_the_answers_scored_1_on_the_base_m
     assert set(run.to_json()["controls"]) == {"prompt", "memory"}
     # on the recipe's own feedback there is no memory control
     assert set(_run(monkeypatch, 1, 600.0, 10.0, controls=True, suite="catalogue").to_json()["controls"]) == {"prompt"}
+
+
+class IdleLearner(ReefAPI):
+    """A learner that never commits and never starts a job: only its batch is short."""
+
+    def __init__(self) -> None:
+        super().__init__("http://fake", "demo")
+
+    async def commits(self, after_step: int) -> list[dict[str, Any]]:
+        return []
+
+    async def status(self) -> dict[str, Any]:
+        return {"job": {"state": "idle"}}
+
+
+def test_a_round_whose_nudges_run_out_ends_starved_instead_of_waiting_out_its_budget() -> None:
+    sends: list[int] = []
+
+    async def nudge() -> bool:
+        sends.append(1)
+        return len(sends) < 3  # two sends, then nothing more to send
+
+    async def wait() -> Any:
+        api = IdleLearner()
+        try:
+            return await api.wait_for_step(0, timeout_s=3600.0, poll_s=0.0, nudge=nudge)
+        finally:
+            await api.aclose()
+
+    outcome = asyncio.run(wait())
+    assert outcome.verdict == "starved" and outcome.commit is None
+    assert len(sends) == 3  # the third nudge said it had nothing left
