@@ -46,11 +46,7 @@ def prompt_control_messages(suite: Suite, seed: int, context_tokens: int = CONTE
     """The conversation every held-out question is appended to: instruction, then solved training examples."""
     system = suite.instruction(seed)
     examples = list({t.prompt: t for t in suite.generate("train", EXAMPLE_POOL, seed)}.values())
-    examples = examples[: suite.control_examples]
-    messages = [{"role": "system", "content": system}]
-    for question, answer in context_turns(system, examples, context_tokens):
-        messages += [{"role": "user", "content": question}, {"role": "assistant", "content": answer}]
-    return messages
+    return _conversation(system, examples[: suite.control_examples], context_tokens)
 
 
 def memory_control_messages(
@@ -60,8 +56,13 @@ def memory_control_messages(
     (`context`'s first message), then each distinct remembered question with its answer, oldest first."""
     system = next((text for role, text in context if role == "system"), "")
     distinct = list({a.task.prompt: DemoTask("", a.task.prompt, a.text) for a in remembered}.values())
+    return _conversation(system, distinct, context_tokens)
+
+
+def _conversation(system: str, examples: list[DemoTask], context_tokens: int) -> list[dict[str, str]]:
+    """`system`, then as many of `examples` as the context holds as solved user/assistant turns."""
     messages = [{"role": "system", "content": system}]
-    for question, answer in context_turns(system, distinct, context_tokens):
+    for question, answer in context_turns(system, examples, context_tokens):
         messages += [{"role": "user", "content": question}, {"role": "assistant", "content": answer}]
     return messages
 

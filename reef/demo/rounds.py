@@ -138,6 +138,7 @@ async def one_round(
     `pin`: the release that answers the round's prompts (None: the serving one); `scored_right` collects the
     answers scored 1."""
     answers: list[Answer] = []
+    answer_scores: list[float] = []  # what each of `answers` was reported as
     sent = 0
 
     async def send(batch: list[DemoTask]) -> None:
@@ -155,15 +156,17 @@ async def one_round(
                 for task, _, _ in jobs
             )
         )
+        scores = [profile.score(answer) for answer in got]
         await asyncio.gather(
             *(
-                api.report(profile.score(answer), answer.receipt, profile.metadata(answer, group, k))
-                for answer, (_, group, k) in zip(got, jobs, strict=True)
+                api.report(score, answer.receipt, profile.metadata(answer, group, k))
+                for answer, score, (_, group, k) in zip(got, scores, jobs, strict=True)
             )
         )
         answers.extend(got)
+        answer_scores.extend(scores)
         if scored_right is not None:
-            scored_right.extend(answer for answer in got if profile.score(answer) == 1.0)
+            scored_right.extend(answer for answer, score in zip(got, scores, strict=True) if score == 1.0)
 
     async def nudge() -> bool:
         # A grouped recipe drops groups whose answers all scored the same: send fresh prompts to fill the batch.
@@ -180,7 +183,6 @@ async def one_round(
     if outcome.verdict == "published":
         # Only a newly served release can change the held-out score; otherwise the last measurement stands.
         measured = await api.measure(test, MEASURE_MAX_TOKENS)
-    scores = [profile.score(a) for a in answers]
     metrics = commit.get("metrics") or {}
     return {
         "round": number,
@@ -190,7 +192,7 @@ async def one_round(
         "release_id": commit.get("release_id"),
         "sampled_from": pin,
         "train_prompts": len(answers),
-        "train_score": round(sum(scores) / len(scores), 4) if scores else None,
+        "train_score": round(sum(answer_scores) / len(answer_scores), 4) if answer_scores else None,
         "train_exact": round(sum(float(is_exact(a.task, a.text)) for a in answers) / max(len(answers), 1), 4),
         "gate_candidate": _rounded(metrics.get("candidate_mean")),
         "gate_current": _rounded(metrics.get("current_mean")),

@@ -72,6 +72,7 @@ def for_scores(suite: Suite) -> Suite:
         return suite
 
     def generate(split: str, count: int, seed: int) -> list[DemoTask]:
-        return [dataclasses.replace(task, context=form(seed)) for task in suite.generate(split, count, seed)]
+        context = form(seed)  # once for the split: it regenerates the catalogue
+        return [dataclasses.replace(task, context=context) for task in suite.generate(split, count, seed)]
 
     return dataclasses.replace(suite, generate=generate)
